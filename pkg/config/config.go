@@ -1,0 +1,241 @@
+// Package config loads MateMemory's configuration: a YAML file with the spec's property
+// names (mate.memory.*, mate.agent.conversation.window.*) plus environment overrides whose
+// names are the property path upper-cased with '.' and '-' turned into '_'
+// (mate.memory.cooldown-minutes → MATE_MEMORY_COOLDOWN_MINUTES).
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is the root of the configuration tree.
+type Config struct {
+	Mate Mate `yaml:"mate"`
+}
+
+// Mate holds every MateMemory setting.
+type Mate struct {
+	// DataDir is where the embedded SQLite database and NATS store live.
+	DataDir string `yaml:"data-dir"`
+	// Language picks the Chinese ("zh") or English ("en") prompts and default file texts.
+	Language string `yaml:"language"`
+	// Timezone is the IANA zone used for dates (daily notes, cron) unless an agent has its own.
+	Timezone string         `yaml:"timezone"`
+	HTTP     HTTP           `yaml:"http"`
+	Database Database       `yaml:"database"`
+	NATS     NATS           `yaml:"nats"`
+	LLM      LLM            `yaml:"llm"`
+	Auth     Auth           `yaml:"auth"`
+	Memory   Memory         `yaml:"memory"`
+	Agent    Agent          `yaml:"agent"`
+	Sched    Scheduler      `yaml:"scheduler"`
+	Prompts  PromptSettings `yaml:"prompts"`
+}
+
+// HTTP configures the API listener.
+type HTTP struct {
+	Addr string `yaml:"addr"`
+}
+
+// Database selects the SQL store.
+type Database struct {
+	// Driver is "sqlite" (embedded, pure Go) or "mysql" (MySQL/MariaDB).
+	Driver string `yaml:"driver"`
+	// DSN is the driver's data source name; empty means <data-dir>/matememory.db for sqlite.
+	DSN string `yaml:"dsn"`
+}
+
+// NATS configures the broker. An empty URL starts an embedded server.
+type NATS struct {
+	// URL of an external NATS (comma-separated list for a cluster); empty = embedded server.
+	URL string `yaml:"url"`
+	// EmbeddedListen is host:port for the embedded server to accept clients on; empty keeps it
+	// in-process only (no TCP port is opened).
+	EmbeddedListen string `yaml:"embedded-listen"`
+	// Replicas is the replication factor of streams and KV buckets (1 for one node, 3 for a cluster).
+	Replicas int `yaml:"replicas"`
+	// StreamMaxAgeHours bounds how long events stay replayable.
+	StreamMaxAgeHours float64 `yaml:"stream-max-age-hours"`
+	// SyncAlways makes the embedded server fsync every write (see DESIGN.md §8).
+	SyncAlways bool `yaml:"sync-always"`
+	// MaxDeliver bounds redeliveries before a message is dead-lettered.
+	MaxDeliver int `yaml:"max-deliver"`
+	// AckWaitSeconds must exceed the worst-case LLM call.
+	AckWaitSeconds float64 `yaml:"ack-wait-seconds"`
+}
+
+// LLM selects an OpenAI-compatible endpoint. Empty BaseURL and APIKey = offline provider.
+type LLM struct {
+	BaseURL        string  `yaml:"base-url"`
+	APIKey         string  `yaml:"api-key"`
+	Model          string  `yaml:"model"`
+	TimeoutSeconds float64 `yaml:"timeout-seconds"`
+	// JSONMode asks the endpoint for response_format json_object.
+	JSONMode bool `yaml:"json-mode"`
+}
+
+// Auth lists API keys. With none, the server only listens on loopback.
+type Auth struct {
+	Keys []APIKey `yaml:"keys"`
+}
+
+// APIKey is one bearer token and what it may touch.
+type APIKey struct {
+	Key string `yaml:"key"`
+	// Agents lists agent ids the key may act for; "*" means all.
+	Agents []string `yaml:"agents"`
+	// Admin keys may use operator endpoints (dead letters, replay, all cron jobs).
+	Admin bool `yaml:"admin"`
+}
+
+// Memory is the spec's MemoryProperties (mate.memory.*) plus MateMemory's additions.
+type Memory struct {
+	AutoSummarizeEnabled    bool    `yaml:"auto-summarize-enabled"`
+	MinMessagesForSummarize int     `yaml:"min-messages-for-summarize"`
+	MinUserMessageLength    int     `yaml:"min-user-message-length"`
+	SkipCronConversations   bool    `yaml:"skip-cron-conversations"`
+	SummaryMaxTokens        int     `yaml:"summary-max-tokens"`
+	MaxTranscriptMessages   int     `yaml:"max-transcript-messages"`
+	CooldownMinutes         Minutes `yaml:"cooldown-minutes"`
+	EmergenceEnabled        bool    `yaml:"emergence-enabled"`
+	EmergenceDayRange       int     `yaml:"emergence-day-range"`
+	// EmergenceCron is the schedule of each agent's Memory Consolidation job.
+	EmergenceCron string `yaml:"emergence-cron"`
+	// MaxFileBytes caps a workspace file's content.
+	MaxFileBytes int `yaml:"max-file-bytes"`
+	// LeaseTTLSeconds is the per-agent lease's lifetime between renewals.
+	LeaseTTLSeconds float64 `yaml:"lease-ttl-seconds"`
+}
+
+// Agent nests the spec's mate.agent.conversation.window.
+type Agent struct {
+	Conversation Conversation `yaml:"conversation"`
+}
+
+// Conversation nests the window settings.
+type Conversation struct {
+	Window Window `yaml:"window"`
+}
+
+// Window is the spec's ConversationWindowProperties.
+type Window struct {
+	DefaultMaxInputTokens int     `yaml:"default-max-input-tokens"`
+	CompactTriggerRatio   float64 `yaml:"compact-trigger-ratio"`
+	PreserveRecentPairs   int     `yaml:"preserve-recent-pairs"`
+	SummaryMaxTokens      int     `yaml:"summary-max-tokens"`
+	SummaryCacheMinutes   Minutes `yaml:"summary-cache-minutes"`
+}
+
+// Scheduler configures the cron slot emitter.
+type Scheduler struct {
+	TickSeconds  float64 `yaml:"tick-seconds"`
+	GraceMinutes Minutes `yaml:"grace-minutes"`
+}
+
+// PromptSettings lets operators override the embedded prompt templates.
+type PromptSettings struct {
+	// Dir, when set, is searched first for <name>.<lang>.md before the embedded templates.
+	Dir string `yaml:"dir"`
+}
+
+// Minutes is a duration in (possibly fractional) minutes: 0.05 = 3 s.
+type Minutes float64
+
+// Duration converts to time.Duration.
+func (m Minutes) Duration() time.Duration { return time.Duration(float64(m) * float64(time.Minute)) }
+
+// Seconds converts fractional seconds to a time.Duration.
+func Seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// Default returns the spec's defaults and MateMemory's own.
+func Default() Config {
+	return Config{Mate: Mate{
+		DataDir:  "./data",
+		Language: "zh",
+		Timezone: "Local",
+		HTTP:     HTTP{Addr: "127.0.0.1:8080"},
+		Database: Database{Driver: "sqlite"},
+		NATS: NATS{
+			Replicas:          1,
+			StreamMaxAgeHours: 14 * 24,
+			SyncAlways:        true,
+			MaxDeliver:        20,
+			AckWaitSeconds:    180,
+		},
+		LLM: LLM{Model: "gpt-4o-mini", TimeoutSeconds: 120, JSONMode: true},
+		Memory: Memory{
+			AutoSummarizeEnabled:    true,
+			MinMessagesForSummarize: 4,
+			MinUserMessageLength:    10,
+			SkipCronConversations:   true,
+			SummaryMaxTokens:        1000,
+			MaxTranscriptMessages:   30,
+			CooldownMinutes:         5,
+			EmergenceEnabled:        true,
+			EmergenceDayRange:       7,
+			EmergenceCron:           "0 2 * * *",
+			MaxFileBytes:            1 << 20,
+			LeaseTTLSeconds:         30,
+		},
+		Agent: Agent{Conversation: Conversation{Window: Window{
+			DefaultMaxInputTokens: 128000,
+			CompactTriggerRatio:   0.75,
+			PreserveRecentPairs:   2,
+			SummaryMaxTokens:      300,
+			SummaryCacheMinutes:   30,
+		}}},
+		Sched: Scheduler{TickSeconds: 1, GraceMinutes: 60},
+	}}
+}
+
+// Load reads defaults, then the YAML file at path (if path is non-empty), then the
+// environment, and validates the result.
+func Load(path string, env func(string) (string, bool)) (Config, error) {
+	cfg := Default()
+	if path != "" {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return cfg, fmt.Errorf("read config file %s: %w", path, err)
+		}
+		dec := yaml.NewDecoder(bytesReader(raw))
+		dec.KnownFields(true)
+		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, errEOF) {
+			return cfg, fmt.Errorf("parse config file %s: %w", path, err)
+		}
+	}
+	if env == nil {
+		env = os.LookupEnv
+	}
+	if err := applyEnv(&cfg, env); err != nil {
+		return cfg, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// LLMConfigured reports whether a real LLM endpoint was configured.
+func (c Config) LLMConfigured() bool { return c.Mate.LLM.BaseURL != "" || c.Mate.LLM.APIKey != "" }
+
+// Location resolves the configured default time zone.
+func (c Config) Location() *time.Location {
+	loc, err := LoadLocation(c.Mate.Timezone)
+	if err != nil {
+		return time.UTC
+	}
+	return loc
+}
+
+// LoadLocation resolves an IANA zone name; "Local" and "" mean the process's zone.
+func LoadLocation(name string) (*time.Location, error) {
+	if name == "" || name == "Local" {
+		return time.Local, nil
+	}
+	return time.LoadLocation(name)
+}

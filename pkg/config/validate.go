@@ -1,0 +1,120 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/robfig/cron/v3"
+)
+
+// Validate checks every setting and names the key and the accepted values on error.
+func (c Config) Validate() error {
+	m := c.Mate
+	var errs []string
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Sprintf("%s (env %s): %s", key, EnvName(key), fmt.Sprintf(format, args...)))
+	}
+	if m.Language != "zh" && m.Language != "en" {
+		bad("mate.language", "%q is not supported; accepted: zh, en", m.Language)
+	}
+	if _, err := LoadLocation(m.Timezone); err != nil {
+		bad("mate.timezone", "%q is not an IANA time zone (e.g. Asia/Shanghai, UTC, Local)", m.Timezone)
+	}
+	if _, _, err := net.SplitHostPort(m.HTTP.Addr); err != nil {
+		bad("mate.http.addr", "%q is not host:port (e.g. 127.0.0.1:8080)", m.HTTP.Addr)
+	}
+	switch m.Database.Driver {
+	case "sqlite":
+	case "mysql":
+		if m.Database.DSN == "" {
+			bad("mate.database.dsn", "required when the driver is mysql (e.g. user:pass@tcp(host:3306)/db)")
+		}
+	default:
+		bad("mate.database.driver", "%q is not supported; accepted: sqlite, mysql", m.Database.Driver)
+	}
+	if m.NATS.EmbeddedListen != "" {
+		if _, _, err := net.SplitHostPort(m.NATS.EmbeddedListen); err != nil {
+			bad("mate.nats.embedded-listen", "%q is not host:port; leave empty for in-process only", m.NATS.EmbeddedListen)
+		}
+	}
+	if m.NATS.Replicas != 1 && m.NATS.Replicas != 3 && m.NATS.Replicas != 5 {
+		bad("mate.nats.replicas", "%d; accepted: 1, 3, 5", m.NATS.Replicas)
+	}
+	positive := func(key string, v float64) {
+		if v <= 0 {
+			bad(key, "%v; accepted: a number greater than 0", v)
+		}
+	}
+	nonNegative := func(key string, v float64) {
+		if v < 0 {
+			bad(key, "%v; accepted: 0 or more", v)
+		}
+	}
+	positive("mate.nats.stream-max-age-hours", m.NATS.StreamMaxAgeHours)
+	positive("mate.nats.max-deliver", float64(m.NATS.MaxDeliver))
+	positive("mate.nats.ack-wait-seconds", m.NATS.AckWaitSeconds)
+	positive("mate.llm.timeout-seconds", m.LLM.TimeoutSeconds)
+	if m.LLM.Model == "" {
+		bad("mate.llm.model", "must not be empty (e.g. gpt-4o-mini, deepseek-chat, qwen-plus)")
+	}
+	if m.LLM.BaseURL != "" && !strings.HasPrefix(m.LLM.BaseURL, "http://") && !strings.HasPrefix(m.LLM.BaseURL, "https://") {
+		bad("mate.llm.base-url", "%q; accepted: an http:// or https:// URL", m.LLM.BaseURL)
+	}
+	for i, k := range m.Auth.Keys {
+		if k.Key == "" {
+			bad("mate.auth.keys", "key #%d is empty", i+1)
+		}
+		for _, a := range k.Agents {
+			if a == "*" {
+				continue
+			}
+			if n, err := strconv.ParseInt(a, 10, 64); err != nil || n <= 0 {
+				bad("mate.auth.keys", "key #%d: agent %q; accepted: a positive agent id or *", i+1, a)
+			}
+		}
+		if len(k.Agents) == 0 && !k.Admin {
+			bad("mate.auth.keys", "key #%d lists no agents; accepted: agent ids, * or admin", i+1)
+		}
+	}
+	mem := m.Memory
+	nonNegative("mate.memory.min-messages-for-summarize", float64(mem.MinMessagesForSummarize))
+	nonNegative("mate.memory.min-user-message-length", float64(mem.MinUserMessageLength))
+	positive("mate.memory.summary-max-tokens", float64(mem.SummaryMaxTokens))
+	positive("mate.memory.max-transcript-messages", float64(mem.MaxTranscriptMessages))
+	nonNegative("mate.memory.cooldown-minutes", float64(mem.CooldownMinutes))
+	positive("mate.memory.emergence-day-range", float64(mem.EmergenceDayRange))
+	positive("mate.memory.max-file-bytes", float64(mem.MaxFileBytes))
+	positive("mate.memory.lease-ttl-seconds", mem.LeaseTTLSeconds)
+	if _, err := cron.ParseStandard(mem.EmergenceCron); err != nil {
+		bad("mate.memory.emergence-cron", "%q: %v; accepted: a 5-field cron expression such as \"0 2 * * *\"", mem.EmergenceCron, err)
+	}
+	w := m.Agent.Conversation.Window
+	positive("mate.agent.conversation.window.default-max-input-tokens", float64(w.DefaultMaxInputTokens))
+	if w.CompactTriggerRatio <= 0 || w.CompactTriggerRatio > 1 {
+		bad("mate.agent.conversation.window.compact-trigger-ratio", "%v; accepted: a number in (0, 1]", w.CompactTriggerRatio)
+	}
+	positive("mate.agent.conversation.window.preserve-recent-pairs", float64(w.PreserveRecentPairs))
+	positive("mate.agent.conversation.window.summary-max-tokens", float64(w.SummaryMaxTokens))
+	nonNegative("mate.agent.conversation.window.summary-cache-minutes", float64(w.SummaryCacheMinutes))
+	positive("mate.scheduler.tick-seconds", m.Sched.TickSeconds)
+	nonNegative("mate.scheduler.grace-minutes", float64(m.Sched.GraceMinutes))
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid configuration:\n  %s", strings.Join(errs, "\n  "))
+	}
+	return nil
+}
+
+// LoopbackOnly reports whether addr binds only to a loopback interface.
+func LoopbackOnly(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,104 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Migration is one versioned, forward-only schema change. Up uses gorm's Migrator so the
+// same migration produces the same schema on MySQL/MariaDB and SQLite.
+type Migration struct {
+	Version int
+	Name    string
+	Up      func(tx *gorm.DB) error
+}
+
+// schemaMigration records applied migrations.
+type schemaMigration struct {
+	Version   int       `gorm:"primaryKey;autoIncrement:false"`
+	Name      string    `gorm:"size:128;not null"`
+	AppliedAt time.Time `gorm:"not null"`
+}
+
+func (schemaMigration) TableName() string { return "mate_schema_migration" }
+
+// Migrations lists every schema version in order. Append only; never edit a released one.
+func Migrations() []Migration {
+	return []Migration{
+		{Version: 1, Name: "initial schema", Up: func(tx *gorm.DB) error {
+			return tx.Migrator().CreateTable(
+				&WorkspaceFile{}, &WorkspaceFileHistory{}, &Agent{}, &Message{}, &CronJob{},
+				&MemoryRun{}, &ExtractionWatermark{}, &AppliedEffect{},
+			)
+		}},
+	}
+}
+
+// MigrationStatus is one migration and whether it has been applied.
+type MigrationStatus struct {
+	Version   int
+	Name      string
+	AppliedAt *time.Time
+}
+
+// Status lists the migrations with their applied time, if any.
+func Status(ctx context.Context, db *gorm.DB) ([]MigrationStatus, error) {
+	db = db.WithContext(ctx)
+	if err := db.AutoMigrate(&schemaMigration{}); err != nil {
+		return nil, fmt.Errorf("create mate_schema_migration: %w", err)
+	}
+	var applied []schemaMigration
+	if err := db.Find(&applied).Error; err != nil {
+		return nil, fmt.Errorf("read mate_schema_migration: %w", err)
+	}
+	at := map[int]time.Time{}
+	for _, a := range applied {
+		at[a.Version] = a.AppliedAt
+	}
+	var out []MigrationStatus
+	for _, m := range Migrations() {
+		s := MigrationStatus{Version: m.Version, Name: m.Name}
+		if t, ok := at[m.Version]; ok {
+			s.AppliedAt = &t
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Migrate applies every pending migration, each in its own transaction where the database
+// allows DDL in one. On MySQL a named lock keeps two starting processes from racing.
+func Migrate(ctx context.Context, db *gorm.DB) error {
+	return db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
+		if conn.Dialector.Name() == "mysql" {
+			var got int
+			if err := conn.Raw("SELECT GET_LOCK('matememory_migrate', 60)").Scan(&got).Error; err != nil || got != 1 {
+				return fmt.Errorf("take migration lock: got %d: %v", got, err)
+			}
+			defer conn.Exec("SELECT RELEASE_LOCK('matememory_migrate')")
+		}
+		if err := conn.AutoMigrate(&schemaMigration{}); err != nil {
+			return fmt.Errorf("create mate_schema_migration: %w", err)
+		}
+		for _, m := range Migrations() {
+			var n int64
+			if err := conn.Model(&schemaMigration{}).Where("version = ?", m.Version).Count(&n).Error; err != nil {
+				return fmt.Errorf("read mate_schema_migration: %w", err)
+			}
+			if n > 0 {
+				continue
+			}
+			if err := m.Up(conn); err != nil {
+				return fmt.Errorf("migration %d (%s): %w", m.Version, m.Name, err)
+			}
+			rec := schemaMigration{Version: m.Version, Name: m.Name, AppliedAt: time.Now().UTC()}
+			if err := conn.Create(&rec).Error; err != nil {
+				return fmt.Errorf("record migration %d: %w", m.Version, err)
+			}
+		}
+		return nil
+	})
+}

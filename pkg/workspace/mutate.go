@@ -1,0 +1,283 @@
+package workspace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/matememory/matememory/pkg/store"
+)
+
+// maxCASRetries bounds the internal retries of an AnyVersion write under contention.
+const maxCASRetries = 50
+
+// state is what a mutation wants the file to become.
+type state struct {
+	content   string
+	enabled   bool
+	sortOrder int
+	deleted   bool
+	action    string
+}
+
+// mutation computes the next state from the current one (nil when the file does not exist).
+type mutation func(cur *store.WorkspaceFile) (state, error)
+
+// errRetry is an internal signal: the compare-and-swap lost a race.
+var errRetry = errors.New("cas retry")
+
+// mutate applies fn atomically: read, check the expected version, keep history, then update
+// only if the version is still the one read. With AnyVersion a lost race is retried.
+func (s *Service) mutate(ctx context.Context, agentID int64, name string, expect int64, ch Change, fn mutation) (File, bool, error) {
+	if err := ValidateName(name); err != nil {
+		return File{}, false, err
+	}
+	if _, err := s.EnsureAgent(ctx, agentID); err != nil {
+		return File{}, false, err
+	}
+	for attempt := 0; ; attempt++ {
+		f, created, err := s.mutateOnce(ctx, agentID, name, expect, ch, fn)
+		if errors.Is(err, errRetry) {
+			if expect == AnyVersion && attempt < maxCASRetries {
+				continue
+			}
+			cur, lerr := s.load(s.db.WithContext(ctx), agentID, name)
+			if lerr != nil {
+				return File{}, false, &ConflictError{Filename: name, Expected: expect}
+			}
+			return File{}, false, &ConflictError{Filename: name, Expected: expect, Actual: cur.Version}
+		}
+		return f, created, err
+	}
+}
+
+func (s *Service) mutateOnce(ctx context.Context, agentID int64, name string, expect int64, ch Change, fn mutation) (File, bool, error) {
+	var out File
+	var created bool
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		cur, err := s.load(tx, agentID, name)
+		exists := err == nil
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		switch {
+		case expect == CreateOnly && exists:
+			return &ConflictError{Filename: name, Expected: expect, Actual: cur.Version}
+		case expect > 0 && !exists:
+			return notFound(name)
+		case expect > 0 && cur.Version != expect:
+			return &ConflictError{Filename: name, Expected: expect, Actual: cur.Version}
+		}
+		var curp *store.WorkspaceFile
+		if exists {
+			curp = &cur
+		}
+		next, err := fn(curp)
+		if err != nil {
+			return err
+		}
+		if !next.deleted && len(next.content) > s.maxBytes {
+			return invalidf("content of %s is %d bytes; at most %d allowed", name, len(next.content), s.maxBytes)
+		}
+		if ch.EffectKey != "" {
+			eff := store.AppliedEffect{Key: ch.EffectKey, CreateTime: s.now().UTC()}
+			if err := tx.Create(&eff).Error; err != nil {
+				if store.IsDuplicate(err) {
+					return ErrAlreadyApplied
+				}
+				return fmt.Errorf("record effect %s: %w", ch.EffectKey, err)
+			}
+		}
+		now := s.now().UTC()
+		if !exists {
+			if next.deleted {
+				return notFound(name)
+			}
+			row := store.WorkspaceFile{AgentID: agentID, Filename: name, Content: next.content,
+				FileSize: int64(len(next.content)), Enabled: next.enabled, SortOrder: next.sortOrder,
+				Version: 1, CreateTime: now, UpdateTime: now}
+			if err := tx.Create(&row).Error; err != nil {
+				if store.IsDuplicate(err) {
+					return errRetry
+				}
+				return fmt.Errorf("create %s of agent %d: %w", name, agentID, err)
+			}
+			out, created = toFile(row), true
+			return nil
+		}
+		hist := store.WorkspaceFileHistory{FileID: cur.ID, AgentID: agentID, Filename: name,
+			Version: cur.Version, Content: cur.Content, Enabled: cur.Enabled, Action: next.action,
+			Actor: ch.Actor, Ref: ch.Ref, CreateTime: now}
+		if err := tx.Create(&hist).Error; err != nil {
+			return fmt.Errorf("keep history of %s: %w", name, err)
+		}
+		upd := map[string]any{
+			"content": next.content, "file_size": int64(len(next.content)), "enabled": next.enabled,
+			"sort_order": next.sortOrder, "version": cur.Version + 1, "update_time": now,
+		}
+		if next.deleted {
+			upd["deleted"] = cur.ID
+		}
+		res := tx.Model(&store.WorkspaceFile{}).Where("id = ? AND version = ? AND deleted = 0", cur.ID, cur.Version).Updates(upd)
+		if res.Error != nil {
+			return fmt.Errorf("update %s of agent %d: %w", name, agentID, res.Error)
+		}
+		if res.RowsAffected != 1 {
+			return errRetry
+		}
+		cur.Content, cur.FileSize, cur.Enabled, cur.SortOrder = next.content, int64(len(next.content)), next.enabled, next.sortOrder
+		cur.Version, cur.UpdateTime = cur.Version+1, now
+		out = toFile(cur)
+		return nil
+	})
+	return out, created, err
+}
+
+// defaultSortOrder places new files after the core ones.
+const defaultSortOrder = 100
+
+// Write creates or replaces a file's content. New files start disabled. It reports whether
+// the file was created.
+func (s *Service) Write(ctx context.Context, agentID int64, name, content string, expect int64, ch Change) (File, bool, error) {
+	return s.mutate(ctx, agentID, name, expect, ch, func(cur *store.WorkspaceFile) (state, error) {
+		if cur == nil {
+			return state{content: content, enabled: false, sortOrder: defaultSortOrder, action: "create"}, nil
+		}
+		return state{content: content, enabled: cur.Enabled, sortOrder: cur.SortOrder, action: "write"}, nil
+	})
+}
+
+// Edit replaces oldText with newText (every occurrence with replaceAll, else exactly one
+// and it must be unique). It reports the number of replacements.
+func (s *Service) Edit(ctx context.Context, agentID int64, name, oldText, newText string, replaceAll bool, expect int64, ch Change) (File, int, error) {
+	if oldText == "" {
+		return File{}, 0, invalidf("oldText is empty; give the exact text to replace")
+	}
+	if oldText == newText {
+		return File{}, 0, invalidf("oldText and newText are the same; nothing would change")
+	}
+	var n int
+	f, _, err := s.mutate(ctx, agentID, name, expect, ch, func(cur *store.WorkspaceFile) (state, error) {
+		if cur == nil {
+			return state{}, notFound(name)
+		}
+		count := strings.Count(cur.Content, oldText)
+		switch {
+		case count == 0:
+			return state{}, invalidf("oldText not found in %s; read the file and copy the exact text", name)
+		case count > 1 && !replaceAll:
+			return state{}, invalidf("oldText occurs %d times in %s; add surrounding text to make it unique or set replaceAll", count, name)
+		}
+		if replaceAll {
+			n = count
+		} else {
+			n = 1
+		}
+		return state{content: strings.Replace(cur.Content, oldText, newText, n), enabled: cur.Enabled,
+			sortOrder: cur.SortOrder, action: "edit"}, nil
+	})
+	return f, n, err
+}
+
+// Append adds text at the end of a file atomically (compare-and-swap on the version,
+// retried under contention). When the file does not exist it is created, disabled, starting
+// with header (e.g. "# 2026-04-03\n\n"). With ch.EffectKey set, the append happens once.
+func (s *Service) Append(ctx context.Context, agentID int64, name, text, header string, ch Change) (File, error) {
+	f, _, err := s.mutate(ctx, agentID, name, AnyVersion, ch, func(cur *store.WorkspaceFile) (state, error) {
+		if cur == nil {
+			return state{content: header + text, enabled: false, sortOrder: defaultSortOrder, action: "create"}, nil
+		}
+		content := cur.Content
+		if content != "" && !strings.HasSuffix(content, "\n") {
+			content += "\n"
+		}
+		if content != "" && !strings.HasSuffix(content, "\n\n") {
+			content += "\n"
+		}
+		return state{content: content + text, enabled: cur.Enabled, sortOrder: cur.SortOrder, action: "append"}, nil
+	})
+	return f, err
+}
+
+// Delete removes a file logically.
+func (s *Service) Delete(ctx context.Context, agentID int64, name string, expect int64, ch Change) error {
+	_, _, err := s.mutate(ctx, agentID, name, expect, ch, func(cur *store.WorkspaceFile) (state, error) {
+		if cur == nil {
+			return state{}, notFound(name)
+		}
+		return state{content: cur.Content, enabled: cur.Enabled, sortOrder: cur.SortOrder, deleted: true, action: "delete"}, nil
+	})
+	return err
+}
+
+// SetFlags changes whether a file is injected into the system prompt and its order.
+func (s *Service) SetFlags(ctx context.Context, agentID int64, name string, enabled *bool, sortOrder *int, expect int64, ch Change) (File, error) {
+	f, _, err := s.mutate(ctx, agentID, name, expect, ch, func(cur *store.WorkspaceFile) (state, error) {
+		if cur == nil {
+			return state{}, notFound(name)
+		}
+		st := state{content: cur.Content, enabled: cur.Enabled, sortOrder: cur.SortOrder, action: "flags"}
+		if enabled != nil {
+			st.enabled = *enabled
+		}
+		if sortOrder != nil {
+			st.sortOrder = *sortOrder
+		}
+		return st, nil
+	})
+	return f, err
+}
+
+// History lists previous versions of a live file, newest first.
+func (s *Service) History(ctx context.Context, agentID int64, name string) ([]HistoryEntry, error) {
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	cur, err := s.load(s.db.WithContext(ctx), agentID, name)
+	if err != nil {
+		return nil, err
+	}
+	var rows []store.WorkspaceFileHistory
+	if err := s.db.WithContext(ctx).Where("file_id = ?", cur.ID).Order("version DESC").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("read history of %s: %w", name, err)
+	}
+	out := make([]HistoryEntry, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, HistoryEntry{Version: r.Version, Content: r.Content, FileSize: int64(len(r.Content)),
+			Enabled: r.Enabled, Action: r.Action, Actor: r.Actor, Ref: r.Ref, ReplacedAt: r.CreateTime})
+	}
+	return out, nil
+}
+
+// Rollback makes a previous version's content current again, as a new version (so the
+// rollback itself can be rolled back).
+func (s *Service) Rollback(ctx context.Context, agentID int64, name string, toVersion, expect int64, ch Change) (File, error) {
+	if toVersion <= 0 {
+		return File{}, invalidf("version must be a positive number, got %d", toVersion)
+	}
+	f, _, err := s.mutate(ctx, agentID, name, expect, ch, func(cur *store.WorkspaceFile) (state, error) {
+		if cur == nil {
+			return state{}, notFound(name)
+		}
+		if toVersion >= cur.Version {
+			return state{}, invalidf("version %d is not a previous version of %s (current is %d)", toVersion, name, cur.Version)
+		}
+		var h store.WorkspaceFileHistory
+		err := s.db.WithContext(ctx).Where("file_id = ? AND version = ?", cur.ID, toVersion).Take(&h).Error
+		if errors.Is(err, gorm.ErrRecordNotFound) {
+			return state{}, invalidf("version %d of %s is not in its history", toVersion, name)
+		}
+		if err != nil {
+			return state{}, err
+		}
+		return state{content: h.Content, enabled: cur.Enabled, sortOrder: cur.SortOrder, action: "rollback"}, nil
+	})
+	return f, err
+}
+
+// Now is the service clock (shared with callers that date things, e.g. daily notes).
+func (s *Service) Now() time.Time { return s.now() }
