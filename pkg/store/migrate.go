@@ -72,7 +72,10 @@ func Status(ctx context.Context, db *gorm.DB) ([]MigrationStatus, error) {
 // Migrate applies every pending migration, each in its own transaction where the database
 // allows DDL in one. On MySQL a named lock keeps two starting processes from racing.
 func Migrate(ctx context.Context, db *gorm.DB) error {
-	return db.WithContext(ctx).Connection(func(conn *gorm.DB) error {
+	return db.WithContext(ctx).Connection(func(pinned *gorm.DB) error {
+		// Each statement gets a fresh session on the pinned connection; reusing one *gorm.DB
+		// would carry the previous statement's model into the next.
+		conn := pinned.Session(&gorm.Session{NewDB: true})
 		if conn.Dialector.Name() == "mysql" {
 			var got int
 			if err := conn.Raw("SELECT GET_LOCK('matememory_migrate', 60)").Scan(&got).Error; err != nil || got != 1 {
@@ -85,17 +88,17 @@ func Migrate(ctx context.Context, db *gorm.DB) error {
 		}
 		for _, m := range Migrations() {
 			var n int64
-			if err := conn.Model(&schemaMigration{}).Where("version = ?", m.Version).Count(&n).Error; err != nil {
+			if err := pinned.Session(&gorm.Session{NewDB: true}).Model(&schemaMigration{}).Where("version = ?", m.Version).Count(&n).Error; err != nil {
 				return fmt.Errorf("read mate_schema_migration: %w", err)
 			}
 			if n > 0 {
 				continue
 			}
-			if err := m.Up(conn); err != nil {
+			if err := m.Up(pinned.Session(&gorm.Session{NewDB: true})); err != nil {
 				return fmt.Errorf("migration %d (%s): %w", m.Version, m.Name, err)
 			}
 			rec := schemaMigration{Version: m.Version, Name: m.Name, AppliedAt: time.Now().UTC()}
-			if err := conn.Create(&rec).Error; err != nil {
+			if err := pinned.Session(&gorm.Session{NewDB: true}).Create(&rec).Error; err != nil {
 				return fmt.Errorf("record migration %d: %w", m.Version, err)
 			}
 		}

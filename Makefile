@@ -1,0 +1,40 @@
+# MateMemory. `make run` starts the all-in-one service; `make test` runs the tests.
+GO        ?= go
+PKGS      ?= ./...
+BIN       ?= bin
+TESTFLAGS ?= -count=1 -timeout 20m
+
+export CGO_ENABLED ?= 0
+
+.PHONY: run test test-race bench build lint fmt migrate tidy clean
+
+run: ## all-in-one: API + workers, embedded NATS and SQLite under $(MATE_DATA_DIR) (default ./data)
+	$(GO) run ./cmd/api -target=all
+
+test: ## unit and integration tests (SQLite always; MariaDB when MATE_TEST_MYSQL_DSN is set)
+	$(GO) test $(TESTFLAGS) $(PKGS)
+
+test-race:
+	CGO_ENABLED=1 $(GO) test -race $(TESTFLAGS) $(PKGS)
+
+bench: ## benchmarks; figures go to docs/benchmarks.md
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime=1x -count=1 -timeout 30m $(PKGS) | tee bench.out
+	$(GO) run ./cmd/api bench-report 2>/dev/null || true
+
+build:
+	mkdir -p $(BIN)
+	$(GO) build -trimpath -o $(BIN)/ ./cmd/...
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1)
+	$(GO) vet $(PKGS)
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 $(PKGS)
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+migrate: ## apply schema migrations to the configured database and list them
+	$(GO) run ./cmd/api migrate
+
+clean:
+	rm -rf $(BIN) bench.out

@@ -1,0 +1,262 @@
+// Package app is the composition root shared by the four binaries: it builds configuration,
+// connections and services once and starts the parts a target names. The all-in-one target
+// (make run) runs everything in one process on an embedded NATS server and SQLite.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"gorm.io/gorm"
+
+	"github.com/matememory/matememory/pkg/bus"
+	"github.com/matememory/matememory/pkg/config"
+	"github.com/matememory/matememory/pkg/conversation"
+	"github.com/matememory/matememory/pkg/httpapi"
+	"github.com/matememory/matememory/pkg/rest"
+	"github.com/matememory/matememory/pkg/store"
+	"github.com/matememory/matememory/pkg/tool"
+	"github.com/matememory/matememory/pkg/workspace"
+)
+
+// Targets a process can run.
+const (
+	TargetAll        = "all"
+	TargetAPI        = "api"
+	TargetSummarizer = "summarizer"
+	TargetEmergence  = "emergence"
+	TargetScheduler  = "scheduler"
+)
+
+// Options are what a binary's main decides.
+type Options struct {
+	// Targets to run; TargetAll means every part.
+	Targets []string
+	Config  config.Config
+	Log     *slog.Logger
+	// Clock replaces time.Now (tests).
+	Clock func() time.Time
+}
+
+// App holds the process's shared parts.
+type App struct {
+	Opts      Options
+	Cfg       config.Config
+	Log       *slog.Logger
+	DB        *gorm.DB
+	Embedded  *server.Server
+	Dialer    bus.Dialer
+	NC        *nats.Conn
+	JS        jetstream.JetStream
+	Registry  *prometheus.Registry
+	Workspace *workspace.Service
+	Messages  *conversation.Store
+	Tools     *tool.Tools
+	HTTP      *httpapi.Server
+
+	// Addr is where the HTTP server listens, once started.
+	Addr string
+
+	mu      sync.Mutex
+	closers []func()
+	wg      sync.WaitGroup
+}
+
+// Has reports whether the process runs target.
+func (a *App) Has(target string) bool {
+	for _, t := range a.Opts.Targets {
+		if t == target || t == TargetAll {
+			return true
+		}
+	}
+	return false
+}
+
+// Now is the process clock.
+func (a *App) Now() time.Time {
+	if a.Opts.Clock != nil {
+		return a.Opts.Clock()
+	}
+	return time.Now()
+}
+
+func (a *App) onClose(fn func()) {
+	a.mu.Lock()
+	a.closers = append(a.closers, fn)
+	a.mu.Unlock()
+}
+
+// New opens the database (running migrations), the NATS connection (starting the embedded
+// server when no URL is configured), and builds the services.
+func New(ctx context.Context, o Options) (*App, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if len(o.Targets) == 0 {
+		o.Targets = []string{TargetAll}
+	}
+	a := &App{Opts: o, Cfg: o.Config, Log: o.Log, Registry: prometheus.NewRegistry()}
+	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := a.Cfg.Mate
+	ok := false
+	defer func() {
+		if !ok {
+			a.Close()
+		}
+	}()
+
+	db, err := store.Open(m.Database.Driver, m.Database.DSN, m.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	a.DB = db
+	a.onClose(func() { _ = store.Close(db) })
+	if err := store.Migrate(ctx, db); err != nil {
+		return nil, fmt.Errorf("migrate database: %w", err)
+	}
+
+	if m.NATS.URL == "" {
+		ns, err := bus.StartEmbedded(bus.EmbeddedOptions{
+			StoreDir: filepath.Join(m.DataDir, "nats"), Listen: m.NATS.EmbeddedListen, SyncAlways: m.NATS.SyncAlways,
+		})
+		if err != nil {
+			return nil, err
+		}
+		a.Embedded = ns
+		a.Dialer = bus.Dialer{Server: ns}
+		a.onClose(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	} else {
+		a.Dialer = bus.Dialer{URL: m.NATS.URL}
+	}
+	nc, err := a.Dialer.Connect("matememory-core")
+	if err != nil {
+		return nil, err
+	}
+	a.NC = nc
+	a.onClose(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	a.JS = js
+
+	wsOpts := []workspace.Option{
+		workspace.WithMaxBytes(m.Memory.MaxFileBytes),
+		workspace.WithDefaults(m.Language, m.Timezone),
+	}
+	if o.Clock != nil {
+		wsOpts = append(wsOpts, workspace.WithClock(o.Clock))
+	}
+	wsOpts = append(wsOpts, a.agentHooks()...)
+	a.Workspace = workspace.New(db, wsOpts...)
+	a.Messages = conversation.New(db)
+	a.Tools = tool.New(a.Workspace)
+	a.HTTP = httpapi.New(httpapi.NewAuthenticator(m.Auth.Keys), a.Registry, a.Log)
+	a.HTTP.AddCheck("database", func(ctx context.Context) error { return store.Ping(ctx, db) })
+	a.HTTP.AddCheck("nats", func(ctx context.Context) error {
+		if !nc.IsConnected() {
+			return errors.New("nats: " + nc.Status().String())
+		}
+		_, err := js.AccountInfo(ctx)
+		return err
+	})
+
+	if err := a.build(ctx); err != nil {
+		return nil, err
+	}
+	ok = true
+	return a, nil
+}
+
+// agentHooks are run when an agent is first seen (in the same transaction).
+func (a *App) agentHooks() []workspace.Option {
+	return nil
+}
+
+// build wires the routes and workers of the targets this process runs.
+func (a *App) build(ctx context.Context) error {
+	rest.RegisterWorkspace(a.HTTP, a.Workspace)
+	rest.RegisterMessages(a.HTTP, a.Messages, a.Workspace)
+	rest.RegisterTools(a.HTTP, a.Tools)
+	return nil
+}
+
+// Start begins serving HTTP (for the api target; other targets serve /metrics, /healthz and
+// /readyz on the same address) and starts the workers.
+func (a *App) Start(ctx context.Context) error {
+	addr := a.Cfg.Mate.HTTP.Addr
+	ln, err := a.HTTP.Listen(addr)
+	if err != nil {
+		return err
+	}
+	a.Addr = ln.Addr().String()
+	srv := &http.Server{Handler: a.HTTP, ReadHeaderTimeout: 10 * time.Second}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.Log.Error("http server stopped", "err", err)
+		}
+	}()
+	a.onClose(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	})
+	return nil
+}
+
+// Close stops everything in reverse order of start.
+func (a *App) Close() {
+	a.mu.Lock()
+	closers := a.closers
+	a.closers = nil
+	a.mu.Unlock()
+	for i := len(closers) - 1; i >= 0; i-- {
+		closers[i]()
+	}
+	a.wg.Wait()
+}
+
+// Banner describes where the process listens, for the start-up log.
+func (a *App) Banner() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "MateMemory (%s) listening on http://%s\n", strings.Join(a.Opts.Targets, ","), a.Addr)
+	fmt.Fprintf(&b, "  database: %s", a.Cfg.Mate.Database.Driver)
+	if a.Cfg.Mate.Database.Driver == "sqlite" {
+		fmt.Fprintf(&b, " (%s)", filepath.Join(a.Cfg.Mate.DataDir, "matememory.db"))
+	}
+	b.WriteString("\n")
+	if a.Embedded != nil {
+		where := "in-process only"
+		if a.Cfg.Mate.NATS.EmbeddedListen != "" {
+			where = a.Embedded.ClientURL()
+		}
+		fmt.Fprintf(&b, "  nats: embedded JetStream (%s), store %s\n", where, filepath.Join(a.Cfg.Mate.DataDir, "nats"))
+	} else {
+		fmt.Fprintf(&b, "  nats: %s\n", a.Cfg.Mate.NATS.URL)
+	}
+	if a.Cfg.LLMConfigured() {
+		fmt.Fprintf(&b, "  llm: %s model %s\n", a.Cfg.Mate.LLM.BaseURL, a.Cfg.Mate.LLM.Model)
+	} else {
+		b.WriteString("  llm: none configured: offline provider (extractive daily digest only); set OPENAI_BASE_URL and OPENAI_API_KEY\n")
+	}
+	if host, _, _ := net.SplitHostPort(a.Addr); host != "" {
+		fmt.Fprintf(&b, "  try: curl http://%s/api/v1/agents/1/system-prompt\n", a.Addr)
+	}
+	return b.String()
+}

@@ -1,0 +1,262 @@
+// Package httpapi is MateMemory's REST framework: the spec's response envelope, error
+// classification, bearer-key authentication scoped to agents, metrics, and an OpenAPI
+// document generated from the registered routes. Feature packages register their routes on
+// a Server; they never write responses by hand.
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/matememory/matememory/pkg/config"
+)
+
+// Handler serves one route: it returns the data for {"code":200,"data":...} or an error
+// that Classify turns into a status and message. Return Accepted(...) or Created(...) for
+// other 2xx codes.
+type Handler func(r *http.Request) (any, error)
+
+// Check is a readiness probe.
+type Check struct {
+	Name string
+	Fn   func(ctx context.Context) error
+}
+
+// Server owns the mux and cross-cutting concerns.
+type Server struct {
+	mux     *http.ServeMux
+	auth    *Authenticator
+	log     *slog.Logger
+	checks  []Check
+	reg     *prometheus.Registry
+	reqs    *prometheus.CounterVec
+	latency *prometheus.HistogramVec
+
+	mu     sync.Mutex
+	routes []route
+}
+
+type route struct {
+	method, path, summary string
+}
+
+// New builds a server. reg receives the HTTP metrics and is served at /metrics.
+func New(auth *Authenticator, reg *prometheus.Registry, log *slog.Logger) *Server {
+	s := &Server{mux: http.NewServeMux(), auth: auth, log: log, reg: reg}
+	s.reqs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "matememory_http_requests_total", Help: "HTTP requests by route and status code.",
+	}, []string{"route", "code"})
+	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "matememory_http_request_seconds", Help: "HTTP request latency by route.",
+		Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12),
+	}, []string{"route"})
+	reg.MustRegister(s.reqs, s.latency)
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, envelope{Code: 200, Data: map[string]string{"status": "ok"}})
+	})
+	s.mux.HandleFunc("GET /readyz", s.ready)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	s.mux.HandleFunc("GET /api/v1/openapi.json", s.openapi)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fail(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s; see /api/v1/openapi.json", r.Method, r.URL.Path))
+	})
+	return s
+}
+
+// AddCheck registers a readiness check for /readyz.
+func (s *Server) AddCheck(name string, fn func(ctx context.Context) error) {
+	s.checks = append(s.checks, Check{Name: name, Fn: fn})
+}
+
+// Handle registers pattern ("METHOD /path/{param}") with a one-line summary for the
+// OpenAPI document. Every route under /api/v1 requires a valid key when keys are configured.
+func (s *Server) Handle(pattern, summary string, h Handler) {
+	method, path, _ := strings.Cut(pattern, " ")
+	s.mu.Lock()
+	s.routes = append(s.routes, route{method: method, path: path, summary: summary})
+	s.mu.Unlock()
+	s.mux.Handle(pattern, s.wrap(pattern, h))
+}
+
+// HandleRaw registers a plain http.Handler (streams, MCP) behind authentication.
+func (s *Server) HandleRaw(pattern, summary string, h http.Handler) {
+	method, path, _ := strings.Cut(pattern, " ")
+	s.mu.Lock()
+	s.routes = append(s.routes, route{method: method, path: path, summary: summary})
+	s.mu.Unlock()
+	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.auth.Authenticate(r)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		h.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), p)))
+	}))
+}
+
+func (s *Server) wrap(pattern string, h Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		code := s.serve(w, r, h)
+		s.reqs.WithLabelValues(pattern, fmt.Sprint(code)).Inc()
+		s.latency.WithLabelValues(pattern).Observe(time.Since(start).Seconds())
+	})
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, h Handler) (code int) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			s.log.Error("handler panic", "path", r.URL.Path, "panic", rec)
+			code = fail(w, http.StatusInternalServerError, "internal error")
+		}
+	}()
+	p, err := s.auth.Authenticate(r)
+	if err != nil {
+		return writeErr(w, err)
+	}
+	r = r.WithContext(withPrincipal(r.Context(), p))
+	data, err := h(r)
+	if err != nil {
+		st, _ := Classify(err)
+		if st >= 500 {
+			s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		}
+		return writeErr(w, err)
+	}
+	status := http.StatusOK
+	if sd, ok := data.(statusData); ok {
+		status, data = sd.status, sd.data
+	}
+	writeJSON(w, status, envelope{Code: status, Data: data})
+	return status
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	status := map[string]string{}
+	ok := true
+	for _, c := range s.checks {
+		if err := c.Fn(ctx); err != nil {
+			status[c.Name] = err.Error()
+			ok = false
+		} else {
+			status[c.Name] = "ok"
+		}
+	}
+	if !ok {
+		writeJSON(w, http.StatusServiceUnavailable, envelope{Code: 503, Msg: "not ready", Data: status})
+		return
+	}
+	writeJSON(w, http.StatusOK, envelope{Code: 200, Data: status})
+}
+
+// Listen starts serving on addr; it refuses a non-loopback address when no keys are set.
+func (s *Server) Listen(addr string) (net.Listener, error) {
+	if !s.auth.Enabled() && !config.LoopbackOnly(addr) {
+		return nil, fmt.Errorf("refusing to listen on %s without API keys: set mate.auth.keys (env MATE_AUTH_KEYS, e.g. \"secret=*\") or listen on 127.0.0.1", addr)
+	}
+	return net.Listen("tcp", addr)
+}
+
+type envelope struct {
+	Code int    `json:"code"`
+	Msg  string `json:"msg,omitempty"`
+	Data any    `json:"data,omitempty"`
+}
+
+type statusData struct {
+	status int
+	data   any
+}
+
+// Accepted answers 202 with data.
+func Accepted(data any) any { return statusData{http.StatusAccepted, data} }
+
+// Created answers 201 with data.
+func Created(data any) any { return statusData{http.StatusCreated, data} }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func fail(w http.ResponseWriter, status int, msg string) int {
+	writeJSON(w, status, envelope{Code: status, Msg: msg})
+	return status
+}
+
+func writeErr(w http.ResponseWriter, err error) int {
+	st, msg := Classify(err)
+	var he *Error
+	if errors.As(err, &he) && he.Header != nil {
+		for k, v := range he.Header {
+			w.Header()[k] = v
+		}
+	}
+	return fail(w, st, msg)
+}
+
+func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	routes := append([]route(nil), s.routes...)
+	s.mu.Unlock()
+	sort.Slice(routes, func(i, j int) bool {
+		if routes[i].path != routes[j].path {
+			return routes[i].path < routes[j].path
+		}
+		return routes[i].method < routes[j].method
+	})
+	paths := map[string]map[string]any{}
+	for _, rt := range routes {
+		p := strings.ReplaceAll(rt.path, "...}", "}")
+		if paths[p] == nil {
+			paths[p] = map[string]any{}
+		}
+		var params []map[string]any
+		for _, seg := range strings.Split(p, "/") {
+			if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
+				params = append(params, map[string]any{"name": strings.Trim(seg, "{}"), "in": "path",
+					"required": true, "schema": map[string]string{"type": "string"}})
+			}
+		}
+		op := map[string]any{"summary": rt.summary, "responses": map[string]any{
+			"default": map[string]any{"description": `{"code":200,"data":...} or {"code":4xx/5xx,"msg":"..."}`}}}
+		if len(params) > 0 {
+			op["parameters"] = params
+		}
+		method := strings.ToLower(rt.method)
+		if method == "" {
+			method = "get"
+		}
+		paths[p][method] = op
+	}
+	doc := map[string]any{
+		"openapi": "3.0.3",
+		"info":    map[string]any{"title": "MateMemory API", "version": "1"},
+		"components": map[string]any{"securitySchemes": map[string]any{
+			"bearer": map[string]any{"type": "http", "scheme": "bearer"}}},
+		"security": []map[string]any{{"bearer": []string{}}},
+		"paths":    paths,
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(doc)
+}
