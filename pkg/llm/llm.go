@@ -1,0 +1,215 @@
+// Package llm calls an OpenAI-compatible chat-completions endpoint (OpenAI, DeepSeek,
+// Qwen/DashScope compatible mode, Ollama, vLLM) through openai-go, and classifies its
+// failures as transient (retry later) or permanent.
+package llm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
+)
+
+// Message is one chat message.
+type Message struct {
+	Role    string // system, user, assistant
+	Content string
+}
+
+// Request is one completion.
+type Request struct {
+	Messages  []Message
+	MaxTokens int
+	// JSON asks for a JSON object answer (response_format json_object) where supported.
+	JSON bool
+	// Temperature, when non-nil, is sent.
+	Temperature *float64
+}
+
+// Response is the model's answer and what it cost.
+type Response struct {
+	Content   string
+	Model     string
+	TokensIn  int
+	TokensOut int
+	Latency   time.Duration
+	// Truncated is true when the model stopped at the token limit.
+	Truncated bool
+}
+
+// Client completes chat requests.
+type Client interface {
+	Complete(ctx context.Context, req Request) (Response, error)
+	// Model names the model used.
+	Model() string
+}
+
+// Config configures the OpenAI-compatible client.
+type Config struct {
+	BaseURL  string
+	APIKey   string
+	Model    string
+	Timeout  time.Duration
+	JSONMode bool
+}
+
+// OpenAI is a Client over openai-go.
+type OpenAI struct {
+	c        openai.Client
+	model    string
+	jsonMode atomic.Bool
+}
+
+// NewOpenAI builds a client. Base URL and key are always set explicitly so that ambient
+// OPENAI_* variables never override the configuration; openai-go's own retries are off
+// (the pipeline retries through JetStream redelivery with backoff).
+func NewOpenAI(cfg Config) *OpenAI {
+	base := cfg.BaseURL
+	if base == "" {
+		base = "https://api.openai.com/v1/"
+	}
+	key := cfg.APIKey
+	if key == "" {
+		key = "none" // local servers (Ollama, vLLM) accept any key
+	}
+	opts := []option.RequestOption{
+		option.WithBaseURL(base),
+		option.WithAPIKey(key),
+		option.WithMaxRetries(0),
+	}
+	if cfg.Timeout > 0 {
+		opts = append(opts, option.WithRequestTimeout(cfg.Timeout))
+	}
+	o := &OpenAI{c: openai.NewClient(opts...), model: cfg.Model}
+	o.jsonMode.Store(cfg.JSONMode)
+	return o
+}
+
+// Model implements Client.
+func (o *OpenAI) Model() string { return o.model }
+
+// Complete implements Client. When the endpoint rejects response_format, JSON mode is
+// turned off for this client and the request is sent again without it.
+func (o *OpenAI) Complete(ctx context.Context, req Request) (Response, error) {
+	useJSON := req.JSON && o.jsonMode.Load()
+	resp, err := o.complete(ctx, req, useJSON)
+	if err != nil && useJSON && rejectsResponseFormat(err) {
+		o.jsonMode.Store(false)
+		resp, err = o.complete(ctx, req, false)
+	}
+	return resp, err
+}
+
+func (o *OpenAI) complete(ctx context.Context, req Request, useJSON bool) (Response, error) {
+	params := openai.ChatCompletionNewParams{Model: shared.ChatModel(o.model)}
+	for _, m := range req.Messages {
+		switch m.Role {
+		case "system":
+			params.Messages = append(params.Messages, openai.SystemMessage(m.Content))
+		case "assistant":
+			params.Messages = append(params.Messages, openai.AssistantMessage(m.Content))
+		default:
+			params.Messages = append(params.Messages, openai.UserMessage(m.Content))
+		}
+	}
+	if req.MaxTokens > 0 {
+		params.MaxTokens = openai.Int(int64(req.MaxTokens))
+	}
+	if req.Temperature != nil {
+		params.Temperature = openai.Float(*req.Temperature)
+	}
+	if useJSON {
+		params.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{
+			OfJSONObject: &shared.ResponseFormatJSONObjectParam{},
+		}
+	}
+	start := time.Now()
+	c, err := o.c.Chat.Completions.New(ctx, params)
+	lat := time.Since(start)
+	if err != nil {
+		return Response{Latency: lat}, fmt.Errorf("llm %s: %w", o.model, err)
+	}
+	if len(c.Choices) == 0 {
+		return Response{Latency: lat}, &Error{Transient: true, Msg: "llm answered with no choices"}
+	}
+	return Response{
+		Content:   c.Choices[0].Message.Content,
+		Model:     c.Model,
+		TokensIn:  int(c.Usage.PromptTokens),
+		TokensOut: int(c.Usage.CompletionTokens),
+		Latency:   lat,
+		Truncated: c.Choices[0].FinishReason == "length",
+	}, nil
+}
+
+func rejectsResponseFormat(err error) bool {
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 {
+		return false
+	}
+	s := strings.ToLower(apiErr.Message + " " + apiErr.Param + " " + apiErr.RawJSON())
+	return strings.Contains(s, "response_format") || strings.Contains(s, "json_object") || strings.Contains(s, "json mode")
+}
+
+// Error is a classified LLM failure.
+type Error struct {
+	Transient bool
+	Msg       string
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// StatusCode returns the HTTP status of an API error, or 0.
+func StatusCode(err error) int {
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) {
+		return apiErr.StatusCode
+	}
+	return 0
+}
+
+// ContextLengthExceeded reports whether the model refused the prompt as too long.
+func ContextLengthExceeded(err error) bool {
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	s := strings.ToLower(apiErr.Code + " " + apiErr.Message)
+	return strings.Contains(s, "context_length_exceeded") || strings.Contains(s, "maximum context length")
+}
+
+// Transient reports whether a failure is worth retrying later: timeouts, network errors,
+// 408/409/429 and 5xx answers, and auth errors (a key being rotated). A 400 is permanent.
+func Transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	var le *Error
+	if errors.As(err, &le) {
+		return le.Transient
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return true
+	}
+	switch code := StatusCode(err); {
+	case code == 0:
+		return true // transport failure without a status
+	case code == 408 || code == 409 || code == 429 || code >= 500:
+		return true
+	case code == 401 || code == 403 || code == 404:
+		return true
+	default:
+		return false
+	}
+}
