@@ -1,0 +1,119 @@
+// Package ledger records one row per summarize or emergence attempt (mate_memory_run):
+// what was covered, the outcome and why, the model, tokens, latency and files changed.
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"gorm.io/gorm"
+
+	"github.com/matememory/matememory/pkg/store"
+)
+
+// Kinds of runs.
+const (
+	KindSummarize = "summarize"
+	KindEmergence = "emergence"
+)
+
+// Run is one attempt.
+type Run struct {
+	RunID         string    `json:"runId"`
+	Kind          string    `json:"kind"`
+	AgentID       int64     `json:"agentId"`
+	EventID       string    `json:"eventId,omitempty"`
+	Conversations []string  `json:"conversations"`
+	Status        string    `json:"status"`
+	Reason        string    `json:"reason,omitempty"`
+	Model         string    `json:"model,omitempty"`
+	Provider      string    `json:"provider,omitempty"`
+	TokensIn      int       `json:"tokensIn"`
+	TokensOut     int       `json:"tokensOut"`
+	LatencyMs     int64     `json:"latencyMs"`
+	FilesChanged  []string  `json:"filesChanged"`
+	Attempt       int       `json:"attempt"`
+	CreateTime    time.Time `json:"createTime"`
+}
+
+// Ledger writes and reads runs.
+type Ledger struct {
+	db  *gorm.DB
+	now func() time.Time
+}
+
+// New builds a ledger.
+func New(db *gorm.DB, now func() time.Time) *Ledger {
+	if now == nil {
+		now = time.Now
+	}
+	return &Ledger{db: db, now: now}
+}
+
+// Record stores r (assigning RunID and CreateTime when empty) and returns it.
+func (l *Ledger) Record(ctx context.Context, r Run) (Run, error) {
+	if r.RunID == "" {
+		r.RunID = uuid.NewString()
+	}
+	if r.CreateTime.IsZero() {
+		r.CreateTime = l.now().UTC()
+	}
+	if r.Conversations == nil {
+		r.Conversations = []string{}
+	}
+	if r.FilesChanged == nil {
+		r.FilesChanged = []string{}
+	}
+	convs, _ := json.Marshal(r.Conversations)
+	files, _ := json.Marshal(r.FilesChanged)
+	row := store.MemoryRun{RunID: r.RunID, Kind: r.Kind, AgentID: r.AgentID, EventID: r.EventID,
+		Conversations: string(convs), Status: r.Status, Reason: r.Reason, Model: r.Model,
+		Provider: r.Provider, TokensIn: r.TokensIn, TokensOut: r.TokensOut, LatencyMs: r.LatencyMs,
+		FilesChanged: string(files), Attempt: r.Attempt, CreateTime: r.CreateTime}
+	if err := l.db.WithContext(ctx).Create(&row).Error; err != nil {
+		return r, fmt.Errorf("record %s run for agent %d: %w", r.Kind, r.AgentID, err)
+	}
+	return r, nil
+}
+
+// Filter narrows List.
+type Filter struct {
+	AgentID int64
+	Kind    string
+	EventID string
+	Limit   int
+}
+
+// List returns runs, newest first.
+func (l *Ledger) List(ctx context.Context, f Filter) ([]Run, error) {
+	q := l.db.WithContext(ctx).Model(&store.MemoryRun{})
+	if f.AgentID > 0 {
+		q = q.Where("agent_id = ?", f.AgentID)
+	}
+	if f.Kind != "" {
+		q = q.Where("kind = ?", f.Kind)
+	}
+	if f.EventID != "" {
+		q = q.Where("event_id = ?", f.EventID)
+	}
+	if f.Limit <= 0 || f.Limit > 1000 {
+		f.Limit = 100
+	}
+	var rows []store.MemoryRun
+	if err := q.Order("id DESC").Limit(f.Limit).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	out := make([]Run, 0, len(rows))
+	for _, r := range rows {
+		run := Run{RunID: r.RunID, Kind: r.Kind, AgentID: r.AgentID, EventID: r.EventID, Status: r.Status,
+			Reason: r.Reason, Model: r.Model, Provider: r.Provider, TokensIn: r.TokensIn, TokensOut: r.TokensOut,
+			LatencyMs: r.LatencyMs, Attempt: r.Attempt, CreateTime: r.CreateTime}
+		_ = json.Unmarshal([]byte(r.Conversations), &run.Conversations)
+		_ = json.Unmarshal([]byte(r.FilesChanged), &run.FilesChanged)
+		out = append(out, run)
+	}
+	return out, nil
+}
