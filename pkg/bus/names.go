@@ -25,4 +25,6 @@ const (
 )
 
 // AgentSubject is subject.<agentId>.
-func AgentSubject(subject string, agentID int64) string { return fmt.Sprintf("%s.%d", subject, agentID) }
+func AgentSubject(subject string, agentID int64) string {
+	return fmt.Sprintf("%s.%d", subject, agentID)
+}
