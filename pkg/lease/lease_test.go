@@ -1,0 +1,168 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/matememory/matememory/pkg/bus/bustest"
+	"github.com/matememory/matememory/pkg/lease"
+)
+
+func managers(t *testing.T, ttl time.Duration, owners ...string) ([]*lease.Manager, jetstream.JetStream) {
+	t.Helper()
+	_, d := bustest.Server(t)
+	var out []*lease.Manager
+	var js0 jetstream.JetStream
+	for _, o := range owners {
+		nc, err := d.Connect(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, _ := jetstream.New(nc)
+		js0 = js
+		m, err := lease.Bucket(context.Background(), js, "lease_test", ttl, 1, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out, js0
+}
+
+func TestLeaseIsExclusiveAndReleasable(t *testing.T) {
+	ms, _ := managers(t, 2*time.Second, "w1", "w2")
+	ctx := context.Background()
+	l, err := ms[0].Acquire(ctx, 7, "summarize")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ms[1].Acquire(ctx, 7, "emergence"); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("second acquire: got %v, want ErrHeld", err)
+	}
+	if _, err := ms[1].Acquire(ctx, 8, "emergence"); err != nil {
+		t.Fatalf("other agent: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := ms[1].Acquire(ctx, 7, "emergence")
+	if err != nil {
+		t.Fatalf("acquire after release: %v", err)
+	}
+	_ = l2.Release(ctx)
+}
+
+// Renewal keeps a lease past its TTL; a holder that dies (no renewal) frees it after the TTL.
+func TestLeaseRenewsAndExpires(t *testing.T) {
+	ttl := 1500 * time.Millisecond
+	ms, js := managers(t, ttl, "w1", "w2")
+	ctx := context.Background()
+	l, err := ms[0].Acquire(ctx, 1, "long job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * ttl)
+	for time.Now().Before(deadline) {
+		if _, err := ms[1].Acquire(ctx, 1, "x"); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("lease not held during renewal: %v", err)
+		}
+		if l.Lost() {
+			t.Fatal("lease lost while renewing")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if l.Revision() == 0 {
+		t.Fatal("no fencing revision")
+	}
+	_ = l.Release(ctx)
+
+	// A crashed holder: the key written once and never renewed frees itself after the TTL.
+	kv, err := js.KeyValue(ctx, "lease_test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Create(ctx, "1", []byte(`{"owner":"crashed"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ms[1].Acquire(ctx, 1, "x"); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("crashed holder's lease not held: %v", err)
+	}
+	deadline = time.Now().Add(10 * ttl)
+	for {
+		l2, err := ms[1].Acquire(ctx, 1, "after crash")
+		if err == nil {
+			_ = l2.Release(ctx)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lease of a crashed holder never expired: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Under contention at most one of many workers holds an agent's lease at any moment.
+func TestLeaseMutualExclusionUnderContention(t *testing.T) {
+	ms, _ := managers(t, 2*time.Second, "a", "b", "c", "d")
+	var holders, maxHolders, done atomic.Int64
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		wg.Add(1)
+		go func(m *lease.Manager) {
+			defer wg.Done()
+			for done.Load() < 40 {
+				l, err := m.Acquire(context.Background(), 42, "x")
+				if err != nil {
+					continue
+				}
+				n := holders.Add(1)
+				for {
+					cur := maxHolders.Load()
+					if n <= cur || maxHolders.CompareAndSwap(cur, n) {
+						break
+					}
+				}
+				time.Sleep(time.Millisecond)
+				holders.Add(-1)
+				done.Add(1)
+				_ = l.Release(context.Background())
+			}
+		}(m)
+	}
+	wg.Wait()
+	if maxHolders.Load() != 1 {
+		t.Fatalf("max concurrent holders %d, want 1", maxHolders.Load())
+	}
+}
+
+// A lease whose key is taken over (expired and re-acquired elsewhere) is reported lost.
+func TestLeaseLostWhenKeyReplaced(t *testing.T) {
+	ms, js := managers(t, 900*time.Millisecond, "w1")
+	ctx := context.Background()
+	l, err := ms[0].Acquire(ctx, 3, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, "lease_test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "3", []byte(`{"owner":"intruder"}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Context().Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("lease context not cancelled after the key was replaced")
+	}
+	if !l.Lost() || !errors.Is(l.Err(), lease.ErrLost) {
+		t.Fatalf("Lost()=%v Err()=%v", l.Lost(), l.Err())
+	}
+}
