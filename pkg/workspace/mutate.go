@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gorm.io/gorm"
 
@@ -25,7 +26,8 @@ type state struct {
 }
 
 // mutation computes the next state from the current one (nil when the file does not exist).
-type mutation func(cur *store.WorkspaceFile) (state, error)
+// Reads it needs go through tx, the transaction the compare-and-swap runs in.
+type mutation func(tx *gorm.DB, cur *store.WorkspaceFile) (state, error)
 
 // errRetry is an internal signal: the compare-and-swap lost a race.
 var errRetry = errors.New("cas retry")
@@ -76,12 +78,16 @@ func (s *Service) mutateOnce(ctx context.Context, agentID int64, name string, ex
 		if exists {
 			curp = &cur
 		}
-		next, err := fn(curp)
+		next, err := fn(tx, curp)
 		if err != nil {
 			return err
 		}
 		if !next.deleted && len(next.content) > s.maxBytes {
 			return invalidf("content of %s is %d bytes; at most %d allowed", name, len(next.content), s.maxBytes)
+		}
+		if !next.deleted && !utf8.ValidString(next.content) {
+			// MySQL would refuse it and SQLite store it: refuse it on both.
+			return invalidf("content of %s is not valid UTF-8", name)
 		}
 		if ch.EffectKey != "" {
 			eff := store.AppliedEffect{Key: ch.EffectKey, CreateTime: s.now().UTC()}
@@ -143,7 +149,7 @@ const defaultSortOrder = 100
 // Write creates or replaces a file's content. New files start disabled. It reports whether
 // the file was created.
 func (s *Service) Write(ctx context.Context, agentID int64, name, content string, expect int64, ch Change) (File, bool, error) {
-	return s.mutate(ctx, agentID, name, expect, ch, func(cur *store.WorkspaceFile) (state, error) {
+	return s.mutate(ctx, agentID, name, expect, ch, func(_ *gorm.DB, cur *store.WorkspaceFile) (state, error) {
 		if cur == nil {
 			return state{content: content, enabled: false, sortOrder: defaultSortOrder, action: "create"}, nil
 		}
@@ -161,7 +167,7 @@ func (s *Service) Edit(ctx context.Context, agentID int64, name, oldText, newTex
 		return File{}, 0, invalidf("oldText and newText are the same; nothing would change")
 	}
 	var n int
-	f, _, err := s.mutate(ctx, agentID, name, expect, ch, func(cur *store.WorkspaceFile) (state, error) {
+	f, _, err := s.mutate(ctx, agentID, name, expect, ch, func(_ *gorm.DB, cur *store.WorkspaceFile) (state, error) {
 		if cur == nil {
 			return state{}, notFound(name)
 		}
@@ -187,7 +193,7 @@ func (s *Service) Edit(ctx context.Context, agentID int64, name, oldText, newTex
 // retried under contention). When the file does not exist it is created, disabled, starting
 // with header (e.g. "# 2026-04-03\n\n"). With ch.EffectKey set, the append happens once.
 func (s *Service) Append(ctx context.Context, agentID int64, name, text, header string, ch Change) (File, error) {
-	f, _, err := s.mutate(ctx, agentID, name, AnyVersion, ch, func(cur *store.WorkspaceFile) (state, error) {
+	f, _, err := s.mutate(ctx, agentID, name, AnyVersion, ch, func(_ *gorm.DB, cur *store.WorkspaceFile) (state, error) {
 		if cur == nil {
 			return state{content: header + text, enabled: false, sortOrder: defaultSortOrder, action: "create"}, nil
 		}
@@ -205,7 +211,7 @@ func (s *Service) Append(ctx context.Context, agentID int64, name, text, header 
 
 // Delete removes a file logically.
 func (s *Service) Delete(ctx context.Context, agentID int64, name string, expect int64, ch Change) error {
-	_, _, err := s.mutate(ctx, agentID, name, expect, ch, func(cur *store.WorkspaceFile) (state, error) {
+	_, _, err := s.mutate(ctx, agentID, name, expect, ch, func(_ *gorm.DB, cur *store.WorkspaceFile) (state, error) {
 		if cur == nil {
 			return state{}, notFound(name)
 		}
@@ -216,7 +222,7 @@ func (s *Service) Delete(ctx context.Context, agentID int64, name string, expect
 
 // SetFlags changes whether a file is injected into the system prompt and its order.
 func (s *Service) SetFlags(ctx context.Context, agentID int64, name string, enabled *bool, sortOrder *int, expect int64, ch Change) (File, error) {
-	f, _, err := s.mutate(ctx, agentID, name, expect, ch, func(cur *store.WorkspaceFile) (state, error) {
+	f, _, err := s.mutate(ctx, agentID, name, expect, ch, func(_ *gorm.DB, cur *store.WorkspaceFile) (state, error) {
 		if cur == nil {
 			return state{}, notFound(name)
 		}
@@ -259,7 +265,7 @@ func (s *Service) Rollback(ctx context.Context, agentID int64, name string, toVe
 	if toVersion <= 0 {
 		return File{}, invalidf("version must be a positive number, got %d", toVersion)
 	}
-	f, _, err := s.mutate(ctx, agentID, name, expect, ch, func(cur *store.WorkspaceFile) (state, error) {
+	f, _, err := s.mutate(ctx, agentID, name, expect, ch, func(tx *gorm.DB, cur *store.WorkspaceFile) (state, error) {
 		if cur == nil {
 			return state{}, notFound(name)
 		}
@@ -267,7 +273,7 @@ func (s *Service) Rollback(ctx context.Context, agentID int64, name string, toVe
 			return state{}, invalidf("version %d is not a previous version of %s (current is %d)", toVersion, name, cur.Version)
 		}
 		var h store.WorkspaceFileHistory
-		err := s.db.WithContext(ctx).Where("file_id = ? AND version = ?", cur.ID, toVersion).Take(&h).Error
+		err := tx.Where("file_id = ? AND version = ?", cur.ID, toVersion).Take(&h).Error
 		if errors.Is(err, gorm.ErrRecordNotFound) {
 			return state{}, invalidf("version %d of %s is not in its history", toVersion, name)
 		}

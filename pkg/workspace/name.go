@@ -10,8 +10,10 @@ import (
 // MaxNameBytes is the longest filename accepted (the column is VARCHAR(256)).
 const MaxNameBytes = 256
 
-// ValidateName checks a workspace filename: a relative path ending in .md, no absolute path,
-// no "..", no backslash, no control characters, at most 256 bytes.
+// ValidateName checks a workspace filename: a relative path ending in .md, no absolute path
+// (nor a Windows drive prefix), no ".." anywhere, no backslash, no control or invisible format
+// characters (NUL, bidi overrides, zero-width spaces: they make look-alike names), at most
+// 256 bytes.
 func ValidateName(name string) error {
 	switch {
 	case name == "":
@@ -24,16 +26,19 @@ func ValidateName(name string) error {
 		return invalidf("filename %q is an absolute path; use a relative path such as MEMORY.md or memory/2026-04-01.md", name)
 	case strings.Contains(name, "\\"):
 		return invalidf("filename %q contains a backslash; use / between folders", name)
+	case strings.Contains(name, ".."):
+		// The spec refuses ".." anywhere, not only as a whole segment: simpler to trust.
+		return invalidf("filename %q contains '..'; directory traversal is not allowed", name)
+	case len(name) >= 2 && name[1] == ':' && (name[0]|0x20) >= 'a' && (name[0]|0x20) <= 'z':
+		return invalidf("filename %q starts with a drive letter; use a relative path such as MEMORY.md", name)
 	}
 	for _, r := range name {
-		if r == 0 || unicode.IsControl(r) {
-			return invalidf("filename %q contains a control character", name)
+		if r == 0 || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return invalidf("filename %q contains a control or invisible formatting character", name)
 		}
 	}
 	for _, seg := range strings.Split(name, "/") {
 		switch seg {
-		case "..":
-			return invalidf("filename %q contains '..'; directory traversal is not allowed", name)
 		case "", ".":
 			return invalidf("filename %q has an empty or '.' path segment", name)
 		}

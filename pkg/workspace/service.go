@@ -117,6 +117,9 @@ func New(db *gorm.DB, opts ...Option) *Service {
 // MaxBytes is the content size limit.
 func (s *Service) MaxBytes() int { return s.maxBytes }
 
+// Language is the default language ("zh" or "en") of newly seen agents.
+func (s *Service) Language() string { return s.language }
+
 // EnsureAgent records the agent and seeds its core files and hooks the first time it is seen.
 func (s *Service) EnsureAgent(ctx context.Context, agentID int64) (store.Agent, error) {
 	if agentID <= 0 {
