@@ -29,7 +29,7 @@ func (schemaMigration) TableName() string { return "mate_schema_migration" }
 func Migrations() []Migration {
 	return []Migration{
 		{Version: 1, Name: "initial schema", Up: func(tx *gorm.DB) error {
-			return mysqlBinary(tx).Migrator().CreateTable(
+			return withTableOptions(tx).Migrator().CreateTable(
 				&WorkspaceFile{}, &WorkspaceFileHistory{}, &Agent{}, &Message{}, &CronJob{},
 				&MemoryRun{}, &ExtractionWatermark{}, &AppliedEffect{},
 			)
@@ -37,18 +37,10 @@ func Migrations() []Migration {
 	}
 }
 
-// mysqlBinary makes MySQL tables compare text byte for byte, as SQLite does: filenames,
-// conversation ids and keys are case-sensitive identifiers, and a server default such as
-// utf8mb4_general_ci would make "memory.md" collide with "MEMORY.md" in a unique key.
-func mysqlBinary(tx *gorm.DB) *gorm.DB {
-	if tx.Dialector.Name() != "mysql" {
-		return tx
-	}
-	return tx.Set("gorm:table_options", "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
-}
-
 // withTableOptions makes MySQL tables case- and accent-sensitive (utf8mb4_bin), so that
-// MEMORY.md and memory.md are two files there as they are on SQLite.
+// MEMORY.md and memory.md are two files there as they are on SQLite: filenames,
+// conversation ids and keys are case-sensitive identifiers, and a server default such as
+// utf8mb4_general_ci would make them collide in unique keys.
 func withTableOptions(tx *gorm.DB) *gorm.DB {
 	if tx.Dialector.Name() == "mysql" {
 		return tx.Set("gorm:table_options", "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
