@@ -22,6 +22,20 @@ const (
 	BucketLease = "mate_agent_lease"
 	// BucketCooldown holds the time of each agent's last extraction.
 	BucketCooldown = "mate_agent_cooldown"
+	// BucketIntent holds the summarizer's write-ahead intent per agent (which message ranges
+	// a daily entry covers), so a crash between the append and the watermark update never
+	// appends the same conversations twice.
+	BucketIntent = "mate_summarize_intent"
+)
+
+// Streams and durable consumers (see docs/pipeline.md).
+const (
+	// StreamEvents holds mate.conversation.completed.> and mate.memory.summarize.>.
+	StreamEvents = "MATE_EVENTS"
+	// StreamDLQ holds dead letters: mate.dlq.<original subject>.
+	StreamDLQ = "MATE_DLQ"
+	// ConsumerSummarizer is the summarizer workers' shared durable pull consumer on StreamEvents.
+	ConsumerSummarizer = "summarizer"
 )
 
 // AgentSubject is subject.<agentId>.
