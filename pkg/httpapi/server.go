@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -138,13 +139,26 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, h Handler) (code 
 	status := http.StatusOK
 	if sd, ok := data.(statusData); ok {
 		status, data = sd.status, sd.data
+		for k, v := range sd.header {
+			w.Header()[k] = v
+		}
 	}
 	writeJSON(w, status, envelope{Code: status, Data: data})
 	return status
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. An API path with '.' or '..' segments or '//' is
+// refused with 400: ServeMux would answer 301 to the cleaned path, which silently retargets
+// a PUT or DELETE (…/files/memory/../../x.md) at another route.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/api/") && r.Method != http.MethodConnect {
+		if p, c := r.URL.Path, path.Clean(r.URL.Path); p != c && p != c+"/" {
+			fail(w, http.StatusBadRequest, fmt.Sprintf("path %q is not canonical: '.', '..' and empty segments are not allowed (workspace filenames may not traverse directories)", p))
+			return
+		}
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
@@ -182,14 +196,20 @@ type envelope struct {
 
 type statusData struct {
 	status int
+	header http.Header
 	data   any
 }
 
 // Accepted answers 202 with data.
-func Accepted(data any) any { return statusData{http.StatusAccepted, data} }
+func Accepted(data any) any { return statusData{status: http.StatusAccepted, data: data} }
 
 // Created answers 201 with data.
-func Created(data any) any { return statusData{http.StatusCreated, data} }
+func Created(data any) any { return statusData{status: http.StatusCreated, data: data} }
+
+// Reply answers status with data and extra response headers (an ETag, say).
+func Reply(status int, header http.Header, data any) any {
+	return statusData{status: status, header: header, data: data}
+}
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
