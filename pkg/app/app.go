@@ -27,6 +27,7 @@ import (
 	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/conversation"
 	"github.com/matememory/matememory/pkg/httpapi"
+	"github.com/matememory/matememory/pkg/mcpserver"
 	"github.com/matememory/matememory/pkg/rest"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/tool"
@@ -154,15 +155,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	a.JS = js
 
-	wsOpts := []workspace.Option{
-		workspace.WithMaxBytes(m.Memory.MaxFileBytes),
-		workspace.WithDefaults(m.Language, m.Timezone),
-	}
-	if o.Clock != nil {
-		wsOpts = append(wsOpts, workspace.WithClock(o.Clock))
-	}
-	wsOpts = append(wsOpts, a.agentHooks()...)
-	a.Workspace = workspace.New(db, wsOpts...)
+	a.Workspace = a.newWorkspace(db)
 	a.Messages = conversation.New(db)
 	a.Tools = tool.New(a.Workspace)
 	a.HTTP = httpapi.New(httpapi.NewAuthenticator(m.Auth.Keys), a.Registry, a.Log)
@@ -187,11 +180,27 @@ func (a *App) agentHooks() []workspace.Option {
 	return nil
 }
 
+// newWorkspace builds the workspace service as every process uses it (mcp-stdio too, which
+// has no bus).
+func (a *App) newWorkspace(db *gorm.DB) *workspace.Service {
+	m := a.Cfg.Mate
+	opts := []workspace.Option{
+		workspace.WithMaxBytes(m.Memory.MaxFileBytes),
+		workspace.WithDefaults(m.Language, m.Timezone),
+	}
+	if a.Opts.Clock != nil {
+		opts = append(opts, workspace.WithClock(a.Opts.Clock))
+	}
+	opts = append(opts, a.agentHooks()...)
+	return workspace.New(db, opts...)
+}
+
 // build wires the routes and workers of the targets this process runs.
 func (a *App) build(ctx context.Context) error {
 	rest.RegisterWorkspace(a.HTTP, a.Workspace)
 	rest.RegisterMessages(a.HTTP, a.Messages, a.Workspace)
 	rest.RegisterTools(a.HTTP, a.Tools)
+	mcpserver.Register(a.HTTP, a.Tools, a.Log)
 	return nil
 }
 

@@ -1,0 +1,64 @@
+package app
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/matememory/matememory/pkg/config"
+	"github.com/matememory/matememory/pkg/mcpserver"
+	"github.com/matememory/matememory/pkg/store"
+	"github.com/matememory/matememory/pkg/tool"
+)
+
+// mcpStdio is `api mcp-stdio --agent N`: the four memory tools of one agent over MCP on
+// stdin/stdout, for a local agent that starts MateMemory as a subprocess. It opens the
+// configured database directly (migrating it, like every process) and needs no NATS. Stdout
+// (out) carries protocol messages only; logs and errors go to stderr (log, errOut).
+func mcpStdio(ctx context.Context, cfg config.Config, log *slog.Logger, args []string, in io.Reader, out, errOut io.Writer) int {
+	fs := flag.NewFlagSet("mcp-stdio", flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	agentID := fs.Int64("agent", 0, "agent whose memory files the tools read and write (required)")
+	language := fs.String("language", "", "language of the tool descriptions, zh or en (default: mate.language)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *agentID <= 0 || fs.NArg() > 0 {
+		fmt.Fprintln(errOut, "usage: api mcp-stdio --agent N [--language zh|en] (N: a positive agent id)")
+		return 2
+	}
+	switch *language {
+	case "", "zh", "en":
+	default:
+		fmt.Fprintf(errOut, "mcp-stdio: --language %q is not supported; accepted: zh, en\n", *language)
+		return 2
+	}
+
+	m := cfg.Mate
+	db, err := store.Open(m.Database.Driver, m.Database.DSN, m.DataDir)
+	if err != nil {
+		fmt.Fprintln(errOut, "mcp-stdio:", err)
+		return 1
+	}
+	defer store.Close(db)
+	if err := store.Migrate(ctx, db); err != nil {
+		fmt.Fprintln(errOut, "mcp-stdio: migrate database:", err)
+		return 1
+	}
+	// The same workspace wiring as the API (limits, defaults, first-seen agent hooks), without
+	// the bus.
+	a := &App{Opts: Options{Config: cfg, Log: log}, Cfg: cfg, Log: log, DB: db}
+	tools := tool.New(a.newWorkspace(db))
+	lang := *language
+	if lang == "" {
+		lang = tools.DefaultLanguage()
+	}
+	log.Info("serving MCP over stdio", "agent", *agentID, "database", m.Database.Driver)
+	if err := mcpserver.ServeStdio(ctx, tools, *agentID, lang, log, in, out); err != nil {
+		fmt.Fprintln(errOut, "mcp-stdio:", err)
+		return 1
+	}
+	return 0
+}

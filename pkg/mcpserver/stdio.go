@@ -1,0 +1,40 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// ServeStdio serves the memory tools of agentID as newline-delimited JSON-RPC over in and
+// out (os.Stdin and os.Stdout for `api mcp-stdio`) until in ends or ctx is done. Nothing but
+// protocol messages is written to out; diagnostics go to log.
+func ServeStdio(ctx context.Context, t Caller, agentID int64, language string, log *slog.Logger, in io.Reader, out io.Writer) error {
+	transport := &mcp.IOTransport{Reader: readCloser(in), Writer: writeCloser(out)}
+	err := New(t, agentID, language, log).Run(ctx, transport)
+	if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
+		return nil // the client went away or the process is stopping: a normal end
+	}
+	return err
+}
+
+func readCloser(r io.Reader) io.ReadCloser {
+	if rc, ok := r.(io.ReadCloser); ok {
+		return rc
+	}
+	return io.NopCloser(r)
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+func writeCloser(w io.Writer) io.WriteCloser {
+	if wc, ok := w.(io.WriteCloser); ok {
+		return wc
+	}
+	return nopWriteCloser{w}
+}
