@@ -16,6 +16,9 @@ func (c Config) Validate() error {
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, fmt.Sprintf("%s (env %s): %s", key, EnvName(key), fmt.Sprintf(format, args...)))
 	}
+	if strings.TrimSpace(m.DataDir) == "" && ((m.Database.Driver == "sqlite" && m.Database.DSN == "") || m.NATS.URL == "") {
+		bad("mate.data-dir", "must not be empty: the embedded SQLite database and NATS store live there (e.g. ./data)")
+	}
 	if m.Language != "zh" && m.Language != "en" {
 		bad("mate.language", "%q is not supported; accepted: zh, en", m.Language)
 	}
