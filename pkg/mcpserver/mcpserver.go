@@ -9,6 +9,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -106,10 +107,14 @@ func handler(t Caller, agentID int64, name string, log *slog.Logger) mcp.ToolHan
 				Meta: mcp.Meta{"matememory/status": status},
 			}, nil
 		}
-		text, err := json.Marshal(out)
-		if err != nil {
+		// Markdown quotes ('>') and tags stay readable for the model: no HTML escaping.
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(out); err != nil {
 			return nil, fmt.Errorf("encode %s result: %w", name, err)
 		}
+		text := bytes.TrimRight(buf.Bytes(), "\n")
 		return &mcp.CallToolResult{
 			Content:           []mcp.Content{&mcp.TextContent{Text: string(text)}},
 			StructuredContent: json.RawMessage(text),

@@ -228,6 +228,13 @@ func TestHTTPListsAndCallsTheFourTools(t *testing.T) {
 	if _, err := a.Workspace.Get(ctx, 2, "notes/mcp.md"); err == nil {
 		t.Fatal("agent 2 has agent 1's file")
 	}
+
+	// Markdown reaches the model as written, not HTML-escaped (\u003e).
+	var w tool.WriteResult
+	ok(t, call(t, cs, tool.WriteFile, map[string]any{"filename": "q.md", "content": "> quote <b> & co"}), &w)
+	if got := text(t, call(t, cs, tool.ReadFile, map[string]any{"filename": "q.md"})); !strings.Contains(got, `"content":"> quote <b> & co"`) {
+		t.Fatalf("read text = %s", got)
+	}
 }
 
 func TestHTTPAgentComesFromTheURLNotArguments(t *testing.T) {
