@@ -528,3 +528,35 @@ func TestAgentSettings(t *testing.T) {
 		}
 	})
 }
+
+// TestConcurrentFirstSight has several replicas see a new agent at once: it is seeded once,
+// and every caller gets its files.
+func TestConcurrentFirstSight(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		ctx := context.Background()
+		const a, replicas = 9, 8
+		var wg sync.WaitGroup
+		errs := make(chan error, replicas)
+		for i := 0; i < replicas; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ws := workspace.New(db.DB) // a replica of its own, with an empty cache
+				if _, err := ws.Get(ctx, a, "MEMORY.md"); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		var files, agents int64
+		db.DB.Model(&store.WorkspaceFile{}).Where("agent_id = ?", a).Count(&files)
+		db.DB.Model(&store.Agent{}).Where("id = ?", a).Count(&agents)
+		if files != 4 || agents != 1 {
+			t.Fatalf("%d files and %d agent rows after concurrent first sight; want 4 and 1", files, agents)
+		}
+	})
+}
