@@ -38,7 +38,7 @@ func (s *Service) mutate(ctx context.Context, agentID int64, name string, expect
 	if err := ValidateName(name); err != nil {
 		return File{}, false, err
 	}
-	if _, err := s.EnsureAgent(ctx, agentID); err != nil {
+	if err := s.ensure(ctx, agentID); err != nil {
 		return File{}, false, err
 	}
 	for attempt := 0; ; attempt++ {

@@ -85,7 +85,7 @@ type Service struct {
 	timezone string
 	now      func() time.Time
 	hooks    []AgentHook
-	seen     sync.Map // agent id → struct{}
+	seen     sync.Map // agent id → struct{}: agents known to be seeded
 }
 
 // Option configures a Service.
@@ -120,13 +120,33 @@ func (s *Service) MaxBytes() int { return s.maxBytes }
 // Language is the default language ("zh" or "en") of newly seen agents.
 func (s *Service) Language() string { return s.language }
 
-// EnsureAgent records the agent and seeds its core files and hooks the first time it is seen.
+// EnsureAgent records the agent and seeds its core files and hooks the first time it is
+// seen, and returns its current settings (read afresh: another process may have changed its
+// language or time zone).
 func (s *Service) EnsureAgent(ctx context.Context, agentID int64) (store.Agent, error) {
+	if _, seen := s.seen.Load(agentID); !seen {
+		return s.seed(ctx, agentID)
+	}
+	var a store.Agent
+	if err := s.db.WithContext(ctx).Where("id = ?", agentID).Take(&a).Error; err != nil {
+		return store.Agent{}, fmt.Errorf("read agent %d: %w", agentID, err)
+	}
+	return a, nil
+}
+
+// ensure seeds the agent if this process has not seen it yet. Only the fact that an agent
+// exists is cached: it never changes, unlike its settings.
+func (s *Service) ensure(ctx context.Context, agentID int64) error {
+	if _, seen := s.seen.Load(agentID); seen {
+		return nil
+	}
+	_, err := s.seed(ctx, agentID)
+	return err
+}
+
+func (s *Service) seed(ctx context.Context, agentID int64) (store.Agent, error) {
 	if agentID <= 0 {
 		return store.Agent{}, invalidf("agentId must be a positive number, got %d", agentID)
-	}
-	if a, ok := s.seen.Load(agentID); ok {
-		return a.(store.Agent), nil
 	}
 	var a store.Agent
 	err := s.db.WithContext(ctx).Where("id = ?", agentID).Take(&a).Error
@@ -136,7 +156,7 @@ func (s *Service) EnsureAgent(ctx context.Context, agentID int64) (store.Agent, 
 	if err != nil {
 		return store.Agent{}, fmt.Errorf("ensure agent %d: %w", agentID, err)
 	}
-	s.seen.Store(agentID, a)
+	s.seen.Store(agentID, struct{}{})
 	return a, nil
 }
 
@@ -177,24 +197,28 @@ func (s *Service) UpdateAgent(ctx context.Context, agentID int64, language, time
 	if err != nil {
 		return a, err
 	}
+	// Only the settings given are written, so two updates of different settings don't undo
+	// each other.
+	upd := map[string]any{}
 	if language != "" {
 		if language != "zh" && language != "en" {
 			return a, invalidf("language %q is not supported; accepted: zh, en", language)
 		}
-		a.Language = language
+		a.Language, upd["language"] = language, language
 	}
 	if timezone != "" {
 		if _, err := loadLocation(timezone); err != nil {
 			return a, invalidf("timezone %q is not an IANA time zone (e.g. Asia/Shanghai, UTC)", timezone)
 		}
-		a.Timezone = timezone
+		a.Timezone, upd["timezone"] = timezone, timezone
 	}
-	if err := s.db.WithContext(ctx).Model(&store.Agent{}).Where("id = ?", agentID).
-		Updates(map[string]any{"language": a.Language, "timezone": a.Timezone}).Error; err != nil {
+	if len(upd) == 0 {
+		return a, nil
+	}
+	if err := s.db.WithContext(ctx).Model(&store.Agent{}).Where("id = ?", agentID).Updates(upd).Error; err != nil {
 		return a, fmt.Errorf("update agent %d: %w", agentID, err)
 	}
-	s.seen.Store(agentID, a)
-	return a, nil
+	return s.EnsureAgent(ctx, agentID)
 }
 
 // Location is the agent's time zone.
@@ -220,7 +244,7 @@ func loadLocation(name string) (*time.Location, error) {
 // List returns the agent's live files whose name starts with prefix, sorted by sort_order
 // then name.
 func (s *Service) List(ctx context.Context, agentID int64, prefix string) ([]Info, error) {
-	if _, err := s.EnsureAgent(ctx, agentID); err != nil {
+	if err := s.ensure(ctx, agentID); err != nil {
 		return nil, err
 	}
 	var rows []store.WorkspaceFile
@@ -260,7 +284,7 @@ func (s *Service) Get(ctx context.Context, agentID int64, name string) (File, er
 	if err := ValidateName(name); err != nil {
 		return File{}, err
 	}
-	if _, err := s.EnsureAgent(ctx, agentID); err != nil {
+	if err := s.ensure(ctx, agentID); err != nil {
 		return File{}, err
 	}
 	row, err := s.load(s.db.WithContext(ctx), agentID, name)
@@ -272,7 +296,7 @@ func (s *Service) Get(ctx context.Context, agentID int64, name string) (File, er
 
 // GetMany reads the named live files in one query; missing names are absent from the map.
 func (s *Service) GetMany(ctx context.Context, agentID int64, names []string) (map[string]File, error) {
-	if _, err := s.EnsureAgent(ctx, agentID); err != nil {
+	if err := s.ensure(ctx, agentID); err != nil {
 		return nil, err
 	}
 	var rows []store.WorkspaceFile
@@ -290,7 +314,7 @@ func (s *Service) GetMany(ctx context.Context, agentID int64, names []string) (m
 // ListContent returns live files under prefix with their content, newest name first, at
 // most limit (0 = all), in one query.
 func (s *Service) ListContent(ctx context.Context, agentID int64, prefix string, limit int) ([]File, error) {
-	if _, err := s.EnsureAgent(ctx, agentID); err != nil {
+	if err := s.ensure(ctx, agentID); err != nil {
 		return nil, err
 	}
 	var rows []store.WorkspaceFile
@@ -335,7 +359,7 @@ func toFile(r store.WorkspaceFile) File {
 // SystemPrompt builds the workspace injection exactly as the spec formats it: enabled files
 // by sort_order, each as "--- NAME ---" and its content, separated by a blank line.
 func (s *Service) SystemPrompt(ctx context.Context, agentID int64) (string, error) {
-	if _, err := s.EnsureAgent(ctx, agentID); err != nil {
+	if err := s.ensure(ctx, agentID); err != nil {
 		return "", err
 	}
 	var rows []store.WorkspaceFile

@@ -560,3 +560,29 @@ func TestConcurrentFirstSight(t *testing.T) {
 		}
 	})
 }
+
+// TestSettingsSeenAcrossReplicas: a setting changed through one process is what another
+// process, which has seen the agent before, uses next (daily note dates depend on it).
+func TestSettingsSeenAcrossReplicas(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		ctx := context.Background()
+		apiSide := workspace.New(db.DB, workspace.WithDefaults("zh", "UTC"))
+		worker := workspace.New(db.DB, workspace.WithDefaults("zh", "UTC"))
+		if loc, err := worker.Location(ctx, 12); err != nil || loc.String() != "UTC" {
+			t.Fatalf("worker location %v %v", loc, err)
+		}
+		if _, err := apiSide.UpdateAgent(ctx, 12, "", "Asia/Tokyo"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := apiSide.UpdateAgent(ctx, 12, "en", ""); err != nil {
+			t.Fatal(err)
+		}
+		if loc, err := worker.Location(ctx, 12); err != nil || loc.String() != "Asia/Tokyo" {
+			t.Fatalf("worker still dates in %v (%v) after the API changed the zone", loc, err)
+		}
+		a, err := worker.EnsureAgent(ctx, 12)
+		if err != nil || a.Language != "en" || a.Timezone != "Asia/Tokyo" {
+			t.Fatalf("worker sees %+v (%v); the second update must not undo the first", a, err)
+		}
+	})
+}
