@@ -1,0 +1,42 @@
+package window
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+)
+
+// InvalidError is a request the service cannot serve as given (400).
+type InvalidError struct{ Msg string }
+
+func (e *InvalidError) Error() string { return e.Msg }
+
+// HTTPStatus makes it a 400.
+func (e *InvalidError) HTTPStatus() int { return http.StatusBadRequest }
+
+func invalidf(format string, args ...any) error {
+	return &InvalidError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// TooLargeError says the system prompt and the current message alone exceed the budget, so
+// no amount of compaction can make the request fit (413).
+type TooLargeError struct {
+	System, Workspace, Current, Priming, Budget int
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("the system prompt (%d tokens, of which the workspace files take %d) and the current user message (%d tokens) need %d tokens with the reply priming, more than maxInputTokens %d: shorten the system prompt or the message, disable large workspace files, or raise maxInputTokens",
+		e.System, e.Workspace, e.Current, e.System+e.Current+e.Priming, e.Budget)
+}
+
+// HTTPStatus makes it a 413.
+func (e *TooLargeError) HTTPStatus() int { return http.StatusRequestEntityTooLarge }
+
+// DataError is stored data the service cannot use (a corrupt row); it is a server-side
+// problem the operator must fix (500 with the row named).
+type DataError struct{ Msg string }
+
+func (e *DataError) Error() string { return e.Msg }
+
+// errNoLLM degrades compaction when no endpoint is configured.
+var errNoLLM = errors.New("no LLM endpoint is configured (set OPENAI_BASE_URL and OPENAI_API_KEY)")

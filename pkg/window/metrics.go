@@ -1,0 +1,48 @@
+package window
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	requests    *prometheus.CounterVec
+	compactions *prometheus.CounterVec
+	llmCalls    prometheus.Counter
+	flushes     *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) metrics {
+	m := metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "matememory_context_requests_total", Help: "Context window requests by kind (assemble, retry).",
+		}, []string{"kind"}),
+		compactions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "matememory_context_compactions_total",
+			Help: "Context windows that dropped history, by how: llm (new summary), cache (cached or another replica's summary), extractive (degraded), trim (no summary).",
+		}, []string{"how"}),
+		llmCalls: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "matememory_context_summary_llm_calls_total", Help: "LLM calls made to summarize conversations.",
+		}),
+		flushes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "matememory_context_flush_requests_total", Help: "Summarize requests published for evicted, unextracted messages, by result.",
+		}, []string{"result"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.compactions, m.llmCalls, m.flushes)
+	}
+	return m
+}
+
+func (m metrics) observe(r *Result) {
+	if !r.Compacted {
+		return
+	}
+	how := "trim"
+	switch {
+	case r.SummaryKind == "extractive":
+		how = "extractive"
+	case r.SummaryKind == "llm" && r.CacheHit:
+		how = "cache"
+	case r.SummaryKind == "llm":
+		how = "llm"
+	}
+	m.compactions.WithLabelValues(how).Inc()
+}

@@ -1,0 +1,658 @@
+// Package window assembles the context window a chat service sends to its model before each
+// call (the spec's ConversationWindowManager): the system prompt with the agent's workspace
+// files, a summary of the early conversation, the recent history verbatim and the current
+// user message last, counted with the model's tokenizer and compacted to fit.
+//
+// Compaction summarizes the messages before the last preserve-recent-pairs exchanges with
+// the LLM. Summaries are cached in a NATS KV bucket shared by every API replica, keyed by
+// the content they summarize, extended incrementally as the conversation grows, and
+// computed once however many replicas ask at the same time. When the LLM cannot summarize,
+// the result says so (degraded) and carries an extractive summary instead. Messages pushed
+// out of the window that long-term memory has not extracted yet are flushed to the
+// summarizer first. A tool call is never separated from its results, the current message
+// is always last, and messages are never merged or reordered.
+package window
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/matememory/matememory/pkg/config"
+	"github.com/matememory/matememory/pkg/conversation"
+	"github.com/matememory/matememory/pkg/llm"
+	"github.com/matememory/matememory/pkg/prompt"
+	"github.com/matememory/matememory/pkg/store"
+	"github.com/matememory/matememory/pkg/tokens"
+)
+
+// History reads a conversation's stored messages (pkg/conversation.Store).
+type History interface {
+	List(ctx context.Context, agentID int64, conversationID string, afterID int64, limit int) ([]conversation.Message, error)
+}
+
+// Workspace gives the agent's settings and its system-prompt injection (pkg/workspace.Service).
+type Workspace interface {
+	EnsureAgent(ctx context.Context, agentID int64) (store.Agent, error)
+	SystemPrompt(ctx context.Context, agentID int64) (string, error)
+}
+
+// Deps are the collaborators of a Service. LLM may be nil (no endpoint configured: every
+// compaction degrades to an extractive summary, visibly).
+type Deps struct {
+	JS         jetstream.JetStream
+	History    History
+	Workspace  Workspace
+	Watermarks Watermarks
+	LLM        llm.Client
+	Prompts    *prompt.Loader
+	Counter    *tokens.Counter
+	Log        *slog.Logger
+}
+
+// Service assembles context windows.
+type Service struct {
+	cfg         config.Window
+	js          jetstream.JetStream
+	history     History
+	ws          Workspace
+	marks       Watermarks
+	llm         llm.Client
+	prompts     *prompt.Loader
+	counter     *tokens.Counter
+	log         *slog.Logger
+	cache       *kvCache
+	counts      *countCache
+	chunkTokens int
+	now         func() time.Time
+	stats       stats
+	metrics     metrics
+
+	// options before New resolves them
+	bucket   string
+	replicas int
+	owner    string
+	lockTTL  time.Duration
+	failTTL  time.Duration
+	wait     time.Duration
+	reg      prometheus.Registerer
+}
+
+// Option configures a Service.
+type Option func(*Service)
+
+// WithReplicas sets the replication factor of the summary bucket (default 1).
+func WithReplicas(n int) Option { return func(s *Service) { s.replicas = n } }
+
+// WithBucket names the summary bucket (default Bucket).
+func WithBucket(name string) Option { return func(s *Service) { s.bucket = name } }
+
+// WithOwner names this replica in in-flight markers (default host-pid-random).
+func WithOwner(name string) Option { return func(s *Service) { s.owner = name } }
+
+// WithLockTTL bounds how long a replica may hold the in-flight marker of one summary before
+// others take over (default 2 minutes; it is renewed after each chunk). Set it above the
+// LLM timeout.
+func WithLockTTL(d time.Duration) Option { return func(s *Service) { s.lockTTL = d } }
+
+// WithWaitTimeout bounds how long a request waits for another replica's summary before it
+// degrades (default: the lock TTL).
+func WithWaitTimeout(d time.Duration) Option { return func(s *Service) { s.wait = d } }
+
+// WithFailureTTL is how long a failed summary makes other requests degrade at once instead
+// of calling the LLM again (default 30 s).
+func WithFailureTTL(d time.Duration) Option { return func(s *Service) { s.failTTL = d } }
+
+// WithChunkTokens caps the conversation tokens sent to the summarizer in one call (default
+// 12000); longer stretches are summarized in several incremental calls.
+func WithChunkTokens(n int) Option { return func(s *Service) { s.chunkTokens = n } }
+
+// WithClock replaces time.Now (tests).
+func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
+
+// WithRegisterer registers the service's Prometheus metrics.
+func WithRegisterer(r prometheus.Registerer) Option { return func(s *Service) { s.reg = r } }
+
+// New builds the service and creates (or updates) the summary bucket. A
+// summary-cache-minutes of 0 disables the shared cache and its single-flight: every
+// compaction then calls the LLM.
+func New(ctx context.Context, cfg config.Window, d Deps, opts ...Option) (*Service, error) {
+	s := &Service{
+		cfg: cfg, js: d.JS, history: d.History, ws: d.Workspace, marks: d.Watermarks, llm: d.LLM,
+		prompts: d.Prompts, counter: d.Counter, log: d.Log,
+		counts: newCountCache(200_000), chunkTokens: 12000, now: time.Now,
+		bucket: Bucket, replicas: 1, lockTTL: 2 * time.Minute, failTTL: 30 * time.Second,
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.prompts == nil {
+		s.prompts = prompt.NewLoader("")
+	}
+	if s.counter == nil {
+		s.counter = tokens.NewCounter()
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.owner == "" {
+		host, _ := os.Hostname()
+		var r [4]byte
+		_, _ = rand.Read(r[:])
+		s.owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(r[:]))
+	}
+	if s.wait <= 0 {
+		s.wait = s.lockTTL
+	}
+	if d.History == nil || d.Workspace == nil {
+		return nil, fmt.Errorf("window: History and Workspace are required")
+	}
+	s.metrics = newMetrics(s.reg)
+	if ttl := cfg.SummaryCacheMinutes.Duration(); ttl > 0 {
+		if d.JS == nil {
+			return nil, fmt.Errorf("window: a JetStream context is required for the summary cache (or set summary-cache-minutes to 0)")
+		}
+		kv, err := openCache(ctx, d.JS, s.bucket, ttl, s.replicas)
+		if err != nil {
+			return nil, err
+		}
+		s.cache = &kvCache{kv: kv, ttl: ttl, owner: s.owner, lockTTL: s.lockTTL, failTTL: s.failTTL, wait: s.wait, now: s.now}
+	}
+	return s, nil
+}
+
+// Request asks for a context window.
+type Request struct {
+	AgentID        int64
+	ConversationID string
+	// SystemPrompt is the caller's own system prompt; the agent's workspace files are
+	// appended to it.
+	SystemPrompt string
+	// UserMessage is the current user message; it is always last.
+	UserMessage string
+	// Model picks the tokenizer; empty or unknown models are estimated.
+	Model string
+	// MaxInputTokens is the budget (0 = default-max-input-tokens).
+	MaxInputTokens int
+	// Inline says the history is Messages (possibly empty) rather than mate_message.
+	Inline   bool
+	Messages []Message
+}
+
+// MaxInputTokensLimit bounds maxInputTokens (no model accepts more).
+const MaxInputTokensLimit = 100_000_000
+
+func (r Request) validate() error {
+	if r.AgentID <= 0 {
+		return invalidf("agentId must be a positive number, got %d", r.AgentID)
+	}
+	if err := conversation.ValidateConversationID(r.ConversationID); err != nil {
+		return invalidf("%s", err.Error())
+	}
+	if strings.TrimSpace(r.UserMessage) == "" {
+		return invalidf("userMessage is empty: the current user message is required (it is placed last)")
+	}
+	if !utf8.ValidString(r.UserMessage) || !utf8.ValidString(r.SystemPrompt) {
+		return invalidf("systemPrompt and userMessage must be valid UTF-8")
+	}
+	if r.MaxInputTokens < 0 || r.MaxInputTokens > MaxInputTokensLimit {
+		return invalidf("maxInputTokens must be between 1 and %d (or omitted for the default), got %d", MaxInputTokensLimit, r.MaxInputTokens)
+	}
+	if len(r.Model) > 200 {
+		return invalidf("model name is %d bytes; at most 200", len(r.Model))
+	}
+	if r.Inline {
+		return validateHistory(r.Messages)
+	}
+	return nil
+}
+
+// Tokens is the token account of a result.
+type Tokens struct {
+	// Total is what the messages cost, reply priming included; it is at most Budget.
+	Total  int `json:"total"`
+	Budget int `json:"budget"`
+	// Trigger is the total above which compaction starts (budget × compact-trigger-ratio).
+	Trigger int `json:"trigger"`
+	// System is the system message, Workspace the part of it the workspace files take.
+	System    int `json:"system"`
+	Workspace int `json:"workspace"`
+	Summary   int `json:"summary"`
+	History   int `json:"history"`
+	Current   int `json:"current"`
+	Priming   int `json:"priming"`
+	// Before is what the whole history would have cost without compaction.
+	Before int `json:"before"`
+}
+
+// Result is an assembled context window and an account of how it was made.
+type Result struct {
+	// Messages are in OpenAI chat format, in order: system, summary (a user message with
+	// the marker), history, current user message.
+	Messages  []Message `json:"messages"`
+	Tokens    Tokens    `json:"tokens"`
+	Tokenizer string    `json:"tokenizer"`
+	// Exact is false when the count is an estimate (the model's tokenizer is unknown).
+	Exact    bool   `json:"exact"`
+	Model    string `json:"model,omitempty"`
+	Language string `json:"language"`
+	// HistorySource is "store" (mate_message) or "inline".
+	HistorySource string `json:"historySource"`
+	// HistoryMessages is how many history messages there were. Summarized + Trimmed + Kept
+	// always equals it: nothing disappears unaccounted.
+	HistoryMessages int `json:"historyMessages"`
+	// CurrentFromHistory: the last stored message was the current user message itself (the
+	// chat service stored it before asking), so it is used once, last.
+	CurrentFromHistory bool `json:"currentFromHistory,omitempty"`
+	// Compacted is true when any history was summarized or trimmed.
+	Compacted bool `json:"compacted"`
+	// Emergency is true for a retry after a context-length error (last 2 exchanges only).
+	Emergency bool `json:"emergency,omitempty"`
+	// Summarized is how many of the earliest messages the summary stands for.
+	Summarized int `json:"summarized"`
+	// SummaryKind is "llm", "extractive" (degraded) or "" (no summary).
+	SummaryKind string `json:"summaryKind,omitempty"`
+	// Trimmed is how many messages were dropped without a summary standing for them.
+	Trimmed int `json:"trimmed"`
+	// Kept is how many history messages are included verbatim.
+	Kept int `json:"kept"`
+	// CacheHit: the summary came from the shared cache (or from another replica's call).
+	CacheHit bool `json:"cacheHit"`
+	// LLMCalls made by this request.
+	LLMCalls int `json:"llmCalls"`
+	// Degraded: compaction could not use the LLM; DegradedReason says why.
+	Degraded       bool   `json:"degraded"`
+	DegradedReason string `json:"degradedReason,omitempty"`
+	// FlushRequested: a summarize request was published for messages evicted before the
+	// summarizer extracted them; FlushReason says why not otherwise.
+	FlushRequested bool   `json:"flushRequested"`
+	FlushReason    string `json:"flushReason,omitempty"`
+	FlushID        string `json:"flushId,omitempty"`
+	// Warnings are unusual decisions the caller may want to log.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// assembly is the working state of one request.
+type assembly struct {
+	req    Request
+	lang   string
+	tk     tokens.Tokenizer
+	hist   []item
+	lay    layout
+	ck     string
+	chain  [][32]byte
+	exSet  map[int]bool
+	res    *Result
+	sysTok int
+	curTok int
+}
+
+// Assemble builds the context window for req, compacting as the spec describes.
+func (s *Service) Assemble(ctx context.Context, req Request) (*Result, error) {
+	return s.assemble(ctx, req, false)
+}
+
+// Retry is the emergency compaction for a context-length error from the model: the last 2
+// exchanges only, no LLM call.
+func (s *Service) Retry(ctx context.Context, req Request) (*Result, error) {
+	return s.assemble(ctx, req, true)
+}
+
+func (s *Service) assemble(ctx context.Context, req Request, emergency bool) (*Result, error) {
+	kind := "assemble"
+	if emergency {
+		kind = "retry"
+	}
+	s.metrics.requests.WithLabelValues(kind).Inc()
+	if err := req.validate(); err != nil {
+		return nil, err
+	}
+	agent, err := s.ws.EnsureAgent(ctx, req.AgentID)
+	if err != nil {
+		return nil, err
+	}
+	injection, err := s.ws.SystemPrompt(ctx, req.AgentID)
+	if err != nil {
+		return nil, err
+	}
+	a := &assembly{req: req, lang: "zh", res: &Result{Model: req.Model, Emergency: emergency}}
+	if agent.Language == "en" {
+		a.lang = "en"
+	}
+	a.res.Language = a.lang
+	a.tk, err = s.counter.For(req.Model)
+	if err != nil {
+		a.warn("exact tokenizer unavailable, estimating: %v", err)
+	}
+	a.res.Tokenizer, a.res.Exact = a.tk.Name(), a.tk.Exact()
+	if err := s.loadHistory(ctx, a); err != nil {
+		return nil, err
+	}
+	for i := range a.hist {
+		a.hist[i].hash = contentHash(a.hist[i].Message)
+		a.hist[i].tokens = s.counts.count(a.tk, a.hist[i].hash, a.hist[i].Message)
+	}
+	a.lay = buildLayout(a.hist)
+	a.ck = conversationKey(req.AgentID, req.ConversationID, a.lang)
+
+	sys := Message{Role: RoleSystem, Content: joinSystem(req.SystemPrompt, injection)}
+	if sys.Content != "" {
+		a.sysTok = tokens.MessageTokens(a.tk, sys.counted())
+	}
+	cur := Message{Role: RoleUser, Content: req.UserMessage}
+	a.curTok = tokens.MessageTokens(a.tk, cur.counted())
+	budget := req.MaxInputTokens
+	if budget == 0 {
+		budget = s.cfg.DefaultMaxInputTokens
+	}
+	t := &a.res.Tokens
+	t.Budget, t.System, t.Current, t.Priming = budget, a.sysTok, a.curTok, tokens.ReplyPriming
+	t.Workspace = a.tk.Count(injection)
+	t.Trigger = int(float64(budget) * s.cfg.CompactTriggerRatio)
+	base := a.sysTok + a.curTok + tokens.ReplyPriming
+	if base > budget {
+		return nil, &TooLargeError{System: a.sysTok, Workspace: t.Workspace, Current: a.curTok, Priming: tokens.ReplyPriming, Budget: budget}
+	}
+	histTok := a.tokensOf(0, len(a.hist))
+	t.Before = base + histTok
+
+	keepFrom := 0
+	var sum *summaryEntry
+	switch {
+	case emergency:
+		keepFrom = a.lay.exchangeStartItem(2)
+	case base+histTok > t.Trigger:
+		keepFrom, sum = s.compact(ctx, a, base, t.Trigger)
+	}
+
+	// Trim to fit: whole units from the front, down to the last exchange; then the summary;
+	// then, only if the last exchange alone is too big, units of it too (fitting wins: a
+	// request over the model's limit fails outright).
+	sumTok := 0
+	var sumMsg Message
+	if sum != nil {
+		sumMsg = Message{Role: RoleUser, Content: Marker(a.lang) + "\n" + sum.Text}
+		sumTok = tokens.MessageTokens(a.tk, sumMsg.counted())
+	}
+	kept := a.tokensOf(keepFrom, len(a.hist))
+	lastEx := a.lay.exchangeStartItem(1)
+	u := a.lay.unitStartingAt(keepFrom)
+	for base+sumTok+kept > budget && keepFrom < lastEx {
+		kept -= a.tokensOf(keepFrom, a.lay.units[u].end)
+		keepFrom = a.lay.units[u].end
+		u++
+	}
+	if sum != nil && base+sumTok+kept > budget {
+		a.warn("the summary of the first %d messages was dropped: with the last exchange it exceeds the budget", sum.Covers)
+		sum, sumTok = nil, 0
+	}
+	if base+kept > budget && keepFrom < len(a.hist) {
+		a.warn("the last exchange alone exceeds the budget: its earliest messages were dropped to fit")
+		for base+kept > budget && keepFrom < len(a.hist) {
+			kept -= a.tokensOf(keepFrom, a.lay.units[u].end)
+			keepFrom = a.lay.units[u].end
+			u++
+		}
+	}
+
+	r := a.res
+	if sys.Content != "" {
+		r.Messages = append(r.Messages, sys)
+	}
+	if sum != nil {
+		r.Messages = append(r.Messages, sumMsg)
+		r.Summarized = sum.Covers
+		if r.SummaryKind == "" {
+			r.SummaryKind = "llm"
+		}
+	} else {
+		r.SummaryKind = ""
+	}
+	for _, it := range a.hist[keepFrom:] {
+		r.Messages = append(r.Messages, it.Message)
+	}
+	r.Messages = append(r.Messages, cur)
+	r.HistoryMessages = len(a.hist)
+	r.Kept = len(a.hist) - keepFrom
+	r.Trimmed = keepFrom - r.Summarized
+	r.Compacted = keepFrom > 0
+	t.Summary, t.History = sumTok, kept
+	t.Total = base + sumTok + kept
+	if r.Degraded {
+		s.stats.degraded.Add(1)
+	}
+	s.flush(ctx, a, keepFrom)
+	s.metrics.observe(r)
+	return r, nil
+}
+
+func (s *Service) loadHistory(ctx context.Context, a *assembly) error {
+	if a.req.Inline {
+		a.res.HistorySource = "inline"
+		a.hist = make([]item, len(a.req.Messages))
+		for i, m := range a.req.Messages {
+			a.hist[i] = item{Message: m}
+		}
+	} else {
+		a.res.HistorySource = "store"
+		rows, err := s.history.List(ctx, a.req.AgentID, a.req.ConversationID, 0, 0)
+		if err != nil {
+			return err
+		}
+		a.hist = make([]item, len(rows))
+		for i, row := range rows {
+			m, err := fromStored(row)
+			if err != nil {
+				return err
+			}
+			a.hist[i] = item{Message: m, id: row.ID}
+		}
+	}
+	// A chat service often stores the user's message before asking for the context: the
+	// current message is then the last history message, and is used once, last.
+	if n := len(a.hist); n > 0 {
+		last := a.hist[n-1]
+		if last.Role == RoleUser && last.Name == "" && last.Content == a.req.UserMessage {
+			a.hist = a.hist[:n-1]
+			a.res.CurrentFromHistory = true
+		}
+	}
+	return nil
+}
+
+// compact summarizes the history before the last preserve-recent-pairs exchanges (or
+// reuses a cached summary) and returns where the verbatim history starts.
+func (s *Service) compact(ctx context.Context, a *assembly, base, trigger int) (int, *summaryEntry) {
+	boundary := a.lay.exchangeStartItem(s.cfg.PreserveRecentPairs)
+	if boundary == 0 {
+		return 0, nil // nothing older than the preserved exchanges: trimming decides
+	}
+	a.buildChain(boundary)
+	var prev summaryEntry
+	prevN := 0
+	if s.cache != nil {
+		e, n, ok, err := s.cache.best(ctx, a.ck, boundary, a.usableHash)
+		switch {
+		case err != nil:
+			a.warn("summary cache unavailable, summarizing without it: %v", err)
+		case ok:
+			prev, prevN = e, n
+		}
+	}
+	if prevN > 0 {
+		cost := base + a.summaryTokens(prev.Text) + a.tokensOf(prevN, len(a.hist))
+		if prevN == boundary || cost <= trigger {
+			// The cached summary, with what came after it verbatim, is enough.
+			a.res.CacheHit = true
+			s.stats.cacheHits.Add(1)
+			s.cache.touch(ctx, a.ck, a.chainHex(prevN), prev)
+			return prevN, &prev
+		}
+	}
+	e, err := s.summarize(ctx, a, prev.Text, prevN, boundary)
+	if err == nil {
+		return boundary, &e
+	}
+	// Degrade visibly: an extractive summary stands for the messages instead.
+	a.res.Degraded = true
+	a.res.DegradedReason = "LLM summary unavailable, used an extractive summary: " + err.Error()
+	a.res.SummaryKind = "extractive"
+	text := extract(a.lang, a.tk, s.cfg.SummaryMaxTokens, prev.Text, a.hist[prevN:boundary])
+	return boundary, &summaryEntry{Text: text, Covers: boundary, Language: a.lang}
+}
+
+// summarize folds hist[from:to] into prev, through the shared single-flight when the cache
+// is on.
+func (s *Service) summarize(ctx context.Context, a *assembly, prev string, from, to int) (summaryEntry, error) {
+	if s.llm == nil {
+		return summaryEntry{}, errNoLLM
+	}
+	compute := func(ctx context.Context, renew func(context.Context) error) (summaryEntry, error) {
+		return s.computeSummary(ctx, a, prev, from, to, renew)
+	}
+	if s.cache == nil {
+		return compute(ctx, func(context.Context) error { return nil })
+	}
+	s.stats.flights.Add(1)
+	e, computed, err := s.cache.singleFlight(ctx, a.ck, a.chainHex(to), compute)
+	switch {
+	case err == nil && !computed:
+		a.res.CacheHit = true
+		s.stats.sharedHits.Add(1)
+		return e, nil
+	case err == nil:
+		return e, nil
+	case ctx.Err() != nil:
+		return e, ctx.Err()
+	}
+	if _, ok := err.(*computeError); ok || err == errWaitTimeout {
+		return e, err
+	}
+	if _, ok := err.(*sharedFailure); ok {
+		return e, err
+	}
+	// The cache itself failed (NATS unavailable): summarize here, uncoordinated.
+	a.warn("summary cache unavailable, summarizing without coordination: %v", err)
+	return compute(ctx, func(context.Context) error { return nil })
+}
+
+func (a *assembly) warn(format string, args ...any) {
+	a.res.Warnings = append(a.res.Warnings, fmt.Sprintf(format, args...))
+}
+
+func (a *assembly) tokensOf(from, to int) int {
+	n := 0
+	for _, it := range a.hist[from:to] {
+		n += it.tokens
+	}
+	return n
+}
+
+func (a *assembly) summaryTokens(text string) int {
+	return tokens.MessageTokens(a.tk, Message{Role: RoleUser, Content: Marker(a.lang) + "\n" + text}.counted())
+}
+
+// buildChain computes the chained content hash of every prefix up to n messages.
+func (a *assembly) buildChain(n int) {
+	a.chain = make([][32]byte, n+1)
+	a.chain[0] = sha256.Sum256([]byte(a.ck))
+	var buf [64]byte
+	for i := 0; i < n; i++ {
+		copy(buf[:32], a.chain[i][:])
+		copy(buf[32:], a.hist[i].hash[:])
+		a.chain[i+1] = sha256.Sum256(buf[:])
+	}
+}
+
+func (a *assembly) chainHex(n int) string { return hex.EncodeToString(a.chain[n][:16]) }
+
+// usableHash is the prefix hash of n messages, or "" when a summary of n messages cannot be
+// used here (it would end inside a tool call's unit).
+func (a *assembly) usableHash(n int) string {
+	if n <= 0 || n >= len(a.chain) || a.lay.unitStartingAt(n) < 0 {
+		return ""
+	}
+	return a.chainHex(n)
+}
+
+// chunkEnd picks the end of the next summarizer chunk starting at from (a unit start):
+// whole units under the token budget (at least one), cut back to an exchange start when
+// one lies inside the chunk.
+func (a *assembly) chunkEnd(from, to, budget int) int {
+	u := a.lay.unitStartingAt(from)
+	end, used, lastEx := from, 0, 0
+	for ; u < len(a.lay.units) && a.lay.units[u].end <= to; u++ {
+		un := a.lay.units[u]
+		cost := a.tokensOf(un.start, un.end)
+		if end > from && used+cost > budget {
+			break
+		}
+		used += cost
+		end = un.end
+		if a.isExchangeStart(end) {
+			lastEx = end
+		}
+	}
+	if end < to && lastEx > from {
+		return lastEx
+	}
+	if end == from { // a unit straddles to (cannot happen: to is an exchange start)
+		return to
+	}
+	return end
+}
+
+func (a *assembly) isExchangeStart(i int) bool {
+	if a.exSet == nil {
+		a.exSet = make(map[int]bool, len(a.lay.exStart))
+		for _, u := range a.lay.exStart {
+			a.exSet[a.lay.units[u].start] = true
+		}
+	}
+	return a.exSet[i]
+}
+
+func joinSystem(prompt, injection string) string {
+	prompt, injection = strings.TrimRight(prompt, "\n"), strings.TrimSpace(injection)
+	switch {
+	case prompt == "":
+		return injection
+	case injection == "":
+		return prompt
+	}
+	return prompt + "\n\n" + injection
+}
+
+// conversationKey names a conversation (in an agent's language) in the cache.
+func conversationKey(agentID int64, conversationID, lang string) string {
+	sum := sha256.Sum256([]byte("v1\x00" + strconv.FormatInt(agentID, 10) + "\x00" + conversationID + "\x00" + lang))
+	return hex.EncodeToString(sum[:12])
+}
+
+// Stats are counters for tests and diagnostics.
+type Stats struct {
+	LLMCalls, CacheHits, SharedHits, Flights, Degraded, Flushes int64
+}
+
+type stats struct {
+	llmCalls, cacheHits, sharedHits, flights, degraded, flushes atomic.Int64
+}
+
+// Stats returns the service's counters since start.
+func (s *Service) Stats() Stats {
+	return Stats{LLMCalls: s.stats.llmCalls.Load(), CacheHits: s.stats.cacheHits.Load(),
+		SharedHits: s.stats.sharedHits.Load(), Flights: s.stats.flights.Load(),
+		Degraded: s.stats.degraded.Load(), Flushes: s.stats.flushes.Load()}
+}
