@@ -1,0 +1,278 @@
+// Package event is MateMemory's public event contract: the ConversationCompletedEvent a
+// chat service publishes when a reply is done, the manual summarize request, their subjects
+// on JetStream, and a Publisher that returns only once JetStream has stored the event.
+//
+// A chat service in Go imports this package and either posts the event to
+// POST /api/v1/events/conversation-completed or publishes it straight onto JetStream:
+//
+//	nc, _ := nats.Connect(url)
+//	pub, _ := event.NewPublisher(nc)
+//	defer pub.Close()
+//	ack, err := pub.PublishCompleted(ctx, &event.ConversationCompletedEvent{
+//		AgentID: 7, ConversationID: "c-42", UserMessage: "...", AssistantReply: "...",
+//		MessageCount: 6, TriggerSource: event.TriggerWeb,
+//	})
+//
+// The package depends on nats.go only (plus watermill for WatermillPublisherConfig), never
+// on the server, the database or the rest of MateMemory.
+package event
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// Names shared with the workers (pkg/bus holds the same values; a test keeps them equal).
+const (
+	// Stream is the JetStream stream that stores both subjects below.
+	Stream = "MATE_EVENTS"
+	// SubjectCompleted is the prefix of mate.conversation.completed.<agentId>.
+	SubjectCompleted = "mate.conversation.completed"
+	// SubjectSummarize is the prefix of mate.memory.summarize.<agentId>.
+	SubjectSummarize = "mate.memory.summarize"
+)
+
+// Trigger sources (the spec's "web" / "channel" / "cron", plus "api").
+const (
+	TriggerWeb     = "web"
+	TriggerChannel = "channel"
+	TriggerCron    = "cron"
+	TriggerAPI     = "api"
+)
+
+// TriggerSources lists the accepted trigger sources.
+var TriggerSources = []string{TriggerWeb, TriggerChannel, TriggerCron, TriggerAPI}
+
+// Limits checked by Validate.
+const (
+	MaxIDBytes             = 128
+	MaxConversationIDBytes = 128
+	MaxInlineMessages      = 1000
+)
+
+// Message is a conversation message carried inline by a chat service that keeps its own
+// store; MateMemory stores inline messages in mate_message once per event.
+type Message struct {
+	Role       string          `json:"role"`
+	Content    string          `json:"content"`
+	ToolCalls  json.RawMessage `json:"toolCalls,omitempty"`
+	ToolCallID string          `json:"toolCallId,omitempty"`
+	Name       string          `json:"name,omitempty"`
+}
+
+// ConversationCompletedEvent is published when a conversation turn is complete. The six
+// fields after EventID and OccurredAt are the spec's record; MessageCount is the number of
+// messages in the conversation so far and UserMessage the last user message.
+type ConversationCompletedEvent struct {
+	// EventID identifies the event; it is the JetStream Nats-Msg-Id, so publishing the same
+	// event twice (a client retry) stores it once. Empty: the publisher assigns a UUID (and
+	// a retry then is a new event: set it yourself to make retries safe).
+	EventID string `json:"eventId"`
+	// OccurredAt is when the conversation completed; zero: the publisher sets it.
+	OccurredAt     time.Time `json:"occurredAt"`
+	AgentID        int64     `json:"agentId"`
+	ConversationID string    `json:"conversationId"`
+	UserMessage    string    `json:"userMessage"`
+	AssistantReply string    `json:"assistantReply"`
+	MessageCount   int       `json:"messageCount"`
+	TriggerSource  string    `json:"triggerSource"`
+	// Messages, when set, are the conversation's new messages, stored by MateMemory before
+	// extraction (for chat services that do not post messages to MateMemory's REST API).
+	Messages []Message `json:"messages,omitempty"`
+}
+
+// SummarizeRequest asks for an extraction of one conversation now (the manual summarize
+// endpoint). ReplyTo, when set, is a core NATS subject the worker answers on with an Outcome.
+type SummarizeRequest struct {
+	RequestID      string    `json:"requestId"`
+	AgentID        int64     `json:"agentId"`
+	ConversationID string    `json:"conversationId"`
+	RequestedAt    time.Time `json:"requestedAt"`
+	ReplyTo        string    `json:"replyTo,omitempty"`
+}
+
+// Outcome is what a worker answers to a SummarizeRequest with a ReplyTo.
+type Outcome struct {
+	RequestID string `json:"requestId"`
+	// Status is completed, skipped, refused or failed.
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+	RunID  string `json:"runId,omitempty"`
+	// Retrying is true when a failure will be retried automatically.
+	Retrying bool `json:"retrying,omitempty"`
+}
+
+// InvalidError is an event that can never be processed; its message says what to fix.
+type InvalidError struct{ Msg string }
+
+func (e *InvalidError) Error() string { return e.Msg }
+
+// HTTPStatus makes it a 400 in MateMemory's API.
+func (e *InvalidError) HTTPStatus() int { return 400 }
+
+func invalidf(format string, args ...any) error {
+	return &InvalidError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// CompletedSubject is mate.conversation.completed.<agentId>.
+func CompletedSubject(agentID int64) string {
+	return SubjectCompleted + "." + strconv.FormatInt(agentID, 10)
+}
+
+// SummarizeSubject is mate.memory.summarize.<agentId>.
+func SummarizeSubject(agentID int64) string {
+	return SubjectSummarize + "." + strconv.FormatInt(agentID, 10)
+}
+
+// Subject is the event's subject.
+func (e *ConversationCompletedEvent) Subject() string { return CompletedSubject(e.AgentID) }
+
+// Complete fills an empty EventID (a UUID) and a zero OccurredAt (now).
+func (e *ConversationCompletedEvent) Complete(now time.Time) {
+	if e.EventID == "" {
+		e.EventID = uuid.NewString()
+	}
+	if e.OccurredAt.IsZero() {
+		e.OccurredAt = now.UTC()
+	}
+}
+
+// Validate checks the event and says what is wrong in terms a caller can act on.
+func (e *ConversationCompletedEvent) Validate() error {
+	var errs []string
+	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	if err := validateID("eventId", e.EventID); err != nil {
+		add("%s", err.Error())
+	}
+	if e.AgentID <= 0 {
+		add("agentId must be a positive number, got %d", e.AgentID)
+	}
+	if err := validateConversationID(e.ConversationID); err != nil {
+		add("%s", err.Error())
+	}
+	if !validTrigger(e.TriggerSource) {
+		add("triggerSource %q is not supported; accepted: %s", e.TriggerSource, strings.Join(TriggerSources, ", "))
+	}
+	if e.MessageCount < 0 {
+		add("messageCount must be 0 or more, got %d", e.MessageCount)
+	}
+	if !utf8.ValidString(e.UserMessage) {
+		add("userMessage is not valid UTF-8")
+	}
+	if !utf8.ValidString(e.AssistantReply) {
+		add("assistantReply is not valid UTF-8")
+	}
+	if len(e.Messages) > MaxInlineMessages {
+		add("messages has %d entries; at most %d per event", len(e.Messages), MaxInlineMessages)
+	}
+	for i, m := range e.Messages {
+		if err := m.validate(); err != nil {
+			add("messages[%d]: %s", i, err.Error())
+		}
+	}
+	if len(errs) > 0 {
+		return &InvalidError{Msg: "invalid ConversationCompletedEvent: " + strings.Join(errs, "; ")}
+	}
+	return nil
+}
+
+// Validate checks a summarize request.
+func (r *SummarizeRequest) Validate() error {
+	if err := validateID("requestId", r.RequestID); err != nil {
+		return &InvalidError{Msg: "invalid SummarizeRequest: " + err.Error()}
+	}
+	if r.AgentID <= 0 {
+		return invalidf("invalid SummarizeRequest: agentId must be a positive number, got %d", r.AgentID)
+	}
+	if err := validateConversationID(r.ConversationID); err != nil {
+		return &InvalidError{Msg: "invalid SummarizeRequest: " + err.Error()}
+	}
+	return nil
+}
+
+var roles = []string{"user", "assistant", "system", "tool"}
+
+func (m Message) validate() error {
+	ok := false
+	for _, r := range roles {
+		ok = ok || m.Role == r
+	}
+	switch {
+	case !ok:
+		return invalidf("role %q is not supported; accepted: %s", m.Role, strings.Join(roles, ", "))
+	case m.Role == "tool" && m.ToolCallID == "":
+		return invalidf("a tool message needs toolCallId (the id of the call it answers)")
+	case len(m.ToolCalls) > 0 && !json.Valid(m.ToolCalls):
+		return invalidf("toolCalls is not valid JSON")
+	case !utf8.ValidString(m.Content):
+		return invalidf("content is not valid UTF-8")
+	}
+	return nil
+}
+
+func validTrigger(s string) bool {
+	for _, t := range TriggerSources {
+		if s == t {
+			return true
+		}
+	}
+	return false
+}
+
+func validateID(field, id string) error {
+	switch {
+	case id == "":
+		return invalidf("%s is empty", field)
+	case len(id) > MaxIDBytes:
+		return invalidf("%s is %d bytes; at most %d allowed", field, len(id), MaxIDBytes)
+	}
+	for _, r := range id {
+		if r == utf8.RuneError || unicode.IsSpace(r) || unicode.IsControl(r) {
+			return invalidf("%s %q may not contain spaces or control characters", field, id)
+		}
+	}
+	return nil
+}
+
+func validateConversationID(id string) error {
+	switch {
+	case strings.TrimSpace(id) == "":
+		return invalidf("conversationId is empty")
+	case len(id) > MaxConversationIDBytes:
+		return invalidf("conversationId is %d bytes; at most %d allowed", len(id), MaxConversationIDBytes)
+	case !utf8.ValidString(id):
+		return invalidf("conversationId is not valid UTF-8")
+	}
+	return nil
+}
+
+// DecodeCompleted parses and validates an event payload.
+func DecodeCompleted(data []byte) (*ConversationCompletedEvent, error) {
+	var e ConversationCompletedEvent
+	if err := json.Unmarshal(data, &e); err != nil {
+		return nil, invalidf("ConversationCompletedEvent is not valid JSON: %v", err)
+	}
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// DecodeSummarize parses and validates a summarize request payload.
+func DecodeSummarize(data []byte) (*SummarizeRequest, error) {
+	var r SummarizeRequest
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, invalidf("SummarizeRequest is not valid JSON: %v", err)
+	}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}

@@ -1,0 +1,168 @@
+package event
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	wmnats "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/nats"
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrUnavailable: JetStream did not confirm it stored the event (no connection, no
+// JetStream, stream missing, timeout). The event may or may not be stored; publishing it
+// again with the same EventID is safe (deduplicated within the stream's window).
+var ErrUnavailable = errors.New("jetstream unavailable: the event was not confirmed stored")
+
+// ErrTooLarge: the event exceeds the server's maximum message size.
+var ErrTooLarge = errors.New("event too large for the message bus")
+
+// Ack is JetStream's confirmation that an event is stored.
+type Ack struct {
+	EventID string `json:"eventId"`
+	Stream  string `json:"stream"`
+	Seq     uint64 `json:"seq"`
+	// Duplicate is true when an event with this id was already stored (nothing new stored).
+	Duplicate bool `json:"duplicate"`
+}
+
+// Header names set on published events. HeaderWatermillUUID makes an event readable by a
+// watermill-nats subscriber (its NATSMarshaler takes the message UUID from it).
+const (
+	HeaderWatermillUUID = wmnats.WatermillUUIDHdr
+	HeaderContentType   = "Content-Type"
+)
+
+// Publisher publishes events on JetStream and waits for the stream's acknowledgement.
+//
+// It uses nats.go's JetStream publish rather than watermill-nats' Publisher: watermill's
+// Publish waits for the acknowledgement but discards it, and the stream sequence and the
+// duplicate flag in it are what the API's 202 answer reports. The message on the wire is
+// the one watermill would produce (Nats-Msg-Id and the watermill UUID header both equal
+// the event id), so watermill publishers (WatermillPublisherConfig) and subscribers
+// interoperate with it.
+type Publisher struct {
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	timeout time.Duration
+	owned   bool
+}
+
+// Option configures a Publisher.
+type Option func(*Publisher)
+
+// WithTimeout bounds how long a publish waits for the stream's acknowledgement (default 5s).
+func WithTimeout(d time.Duration) Option { return func(p *Publisher) { p.timeout = d } }
+
+// WithSharedConn makes Close leave the connection open (by default the publisher owns it).
+func WithSharedConn() Option { return func(p *Publisher) { p.owned = false } }
+
+// NewPublisher publishes over nc, which it owns and closes on Close unless WithSharedConn.
+func NewPublisher(nc *nats.Conn, opts ...Option) (*Publisher, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream context: %w", err)
+	}
+	p := &Publisher{nc: nc, js: js, timeout: 5 * time.Second, owned: true}
+	for _, o := range opts {
+		o(p)
+	}
+	return p, nil
+}
+
+// Close closes the connection (if owned).
+func (p *Publisher) Close() {
+	if p.owned {
+		p.nc.Close()
+	}
+}
+
+// PublishCompleted completes (id, time), validates and publishes e, and returns once
+// JetStream has stored it. An invalid event is an *InvalidError and is not published.
+func (p *Publisher) PublishCompleted(ctx context.Context, e *ConversationCompletedEvent) (Ack, error) {
+	e.Complete(time.Now())
+	if err := e.Validate(); err != nil {
+		return Ack{}, err
+	}
+	data, err := json.Marshal(e)
+	if err != nil {
+		return Ack{}, fmt.Errorf("encode event: %w", err)
+	}
+	return p.publish(ctx, e.Subject(), e.EventID, data, nil)
+}
+
+// PublishSummarize publishes a manual summarize request (RequestID and RequestedAt are
+// filled when empty).
+func (p *Publisher) PublishSummarize(ctx context.Context, r *SummarizeRequest) (Ack, error) {
+	if r.RequestID == "" {
+		r.RequestID = uuid.NewString()
+	}
+	if r.RequestedAt.IsZero() {
+		r.RequestedAt = time.Now().UTC()
+	}
+	if err := r.Validate(); err != nil {
+		return Ack{}, err
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return Ack{}, fmt.Errorf("encode summarize request: %w", err)
+	}
+	return p.publish(ctx, SummarizeSubject(r.AgentID), r.RequestID, data, nil)
+}
+
+func (p *Publisher) publish(ctx context.Context, subject, id string, data []byte, h nats.Header) (Ack, error) {
+	if h == nil {
+		h = nats.Header{}
+	}
+	h.Set(HeaderWatermillUUID, id)
+	h.Set(HeaderContentType, "application/json")
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	ack, err := p.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data, Header: h},
+		jetstream.WithMsgID(id), jetstream.WithExpectStream(Stream))
+	if err != nil {
+		if errors.Is(err, nats.ErrMaxPayload) {
+			return Ack{}, fmt.Errorf("%w: %d bytes, the server accepts at most %d", ErrTooLarge, len(data), p.nc.MaxPayload())
+		}
+		return Ack{}, fmt.Errorf("%w: publish %s on %s: %v", ErrUnavailable, id, subject, err)
+	}
+	return Ack{EventID: id, Stream: ack.Stream, Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+// WatermillPublisherConfig configures a watermill-nats (pkg/nats) publisher for chat
+// services already built on watermill: JetStream on, AutoProvision off (the stream is
+// MateMemory's, provisioned by its processes), TrackMsgId on so that Nats-Msg-Id is the
+// message UUID, which WatermillMessage sets to the event id. Publish it on the topic
+// e.Subject(). Such a publish waits for JetStream's acknowledgement but does not return
+// the stream sequence; use Publisher when you need it.
+func WatermillPublisherConfig() wmnats.PublisherPublishConfig {
+	return wmnats.PublisherPublishConfig{
+		Marshaler:         &wmnats.NATSMarshaler{},
+		SubjectCalculator: wmnats.DefaultSubjectCalculator,
+		JetStream: wmnats.JetStreamConfig{
+			AutoProvision: false,
+			TrackMsgId:    true,
+		},
+	}
+}
+
+// WatermillMessage completes and validates e and wraps it as a watermill message whose
+// UUID is the event id.
+func WatermillMessage(e *ConversationCompletedEvent) (*message.Message, error) {
+	e.Complete(time.Now())
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	data, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("encode event: %w", err)
+	}
+	m := message.NewMessage(e.EventID, data)
+	m.Metadata.Set(HeaderContentType, "application/json")
+	return m, nil
+}

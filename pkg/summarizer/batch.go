@@ -1,0 +1,325 @@
+package summarizer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/matememory/matememory/pkg/event"
+	"github.com/matememory/matememory/pkg/store"
+)
+
+// Watermarks. A conversation takes part in extraction once an event for it passed the
+// pre-checks (or a manual request named it): that registers a watermark row at message 0.
+// An extraction covers the messages above the watermarks of the agent's registered
+// conversations, and moves each watermark to the last message it covered. Conversations
+// never registered (cron conversations when skip-cron-conversations is on, say) are never
+// extracted.
+
+// span is the range (From, To] of one conversation's message ids an extraction covers.
+type span struct {
+	Conv string `json:"c"`
+	From int64  `json:"f"`
+	To   int64  `json:"t"`
+}
+
+// batch is what one extraction covers.
+type batch struct {
+	spans []span
+	// msgs are the user and assistant messages of the transcript, grouped by conversation.
+	msgs []store.Message
+	// scanned counts every message covered (tool and system included).
+	scanned int
+}
+
+func (b batch) conversations() []string {
+	out := make([]string, len(b.spans))
+	for i, sp := range b.spans {
+		out[i] = sp.Conv
+	}
+	return out
+}
+
+// convStats counts a conversation's stored messages and returns its last message id.
+func (s *Service) convStats(ctx context.Context, agentID int64, conv string) (count, last int64, err error) {
+	var row struct {
+		N    int64
+		Last *int64
+	}
+	err = s.d.DB.WithContext(ctx).Model(&store.Message{}).Select("COUNT(*) AS n, MAX(id) AS last").
+		Where("agent_id = ? AND conversation_id = ?", agentID, conv).Scan(&row).Error
+	if row.Last != nil {
+		last = *row.Last
+	}
+	return row.N, last, err
+}
+
+func (s *Service) register(ctx context.Context, agentID int64, conv string) error {
+	row := store.ExtractionWatermark{AgentID: agentID, ConversationID: conv, LastMessageID: 0, UpdateTime: s.d.Now().UTC()}
+	return s.d.DB.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error
+}
+
+func (s *Service) watermark(ctx context.Context, agentID int64, conv string) (int64, error) {
+	var rows []store.ExtractionWatermark
+	if err := s.d.DB.WithContext(ctx).Where("agent_id = ? AND conversation_id = ?", agentID, conv).
+		Limit(1).Find(&rows).Error; err != nil {
+		return 0, err
+	}
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	return rows[0].LastMessageID, nil
+}
+
+// pageSize is how many pending messages one query reads while building a batch.
+const pageSize = 200
+
+// buildBatch collects the agent's pending messages, first conversation first, then the
+// others oldest message first, until the transcript holds budget user/assistant messages.
+func (s *Service) buildBatch(ctx context.Context, agentID int64, first string, budget int) (batch, error) {
+	var b batch
+	idx := map[string]int{}
+	taken := 0
+	full := false
+	var grouped = map[string][]store.Message{}
+	walk := func(rows []store.Message, from map[string]int64) {
+		for _, m := range rows {
+			if transcriptRole(m.Role) {
+				if taken >= budget {
+					full = true
+					return
+				}
+				taken++
+				grouped[m.ConversationID] = append(grouped[m.ConversationID], m)
+			}
+			i, ok := idx[m.ConversationID]
+			if !ok {
+				i = len(b.spans)
+				idx[m.ConversationID] = i
+				b.spans = append(b.spans, span{Conv: m.ConversationID, From: from[m.ConversationID], To: m.ID})
+			}
+			b.spans[i].To = m.ID
+			b.scanned++
+		}
+	}
+	var wms []store.ExtractionWatermark
+	if err := s.d.DB.WithContext(ctx).Where("agent_id = ?", agentID).Find(&wms).Error; err != nil {
+		return b, fmt.Errorf("read watermarks: %w", err)
+	}
+	from := make(map[string]int64, len(wms))
+	for _, w := range wms {
+		from[w.ConversationID] = w.LastMessageID
+	}
+	// The job's own conversation first.
+	if wm, ok := from[first]; ok {
+		after := wm
+		for !full {
+			var rows []store.Message
+			if err := s.d.DB.WithContext(ctx).Where("agent_id = ? AND conversation_id = ? AND id > ?", agentID, first, after).
+				Order("id").Limit(pageSize).Find(&rows).Error; err != nil {
+				return b, fmt.Errorf("read pending messages of %s: %w", first, err)
+			}
+			walk(rows, from)
+			if len(rows) < pageSize {
+				break
+			}
+			after = rows[len(rows)-1].ID
+		}
+	}
+	// Then every other registered conversation, in message order.
+	after := int64(0)
+	for !full {
+		var rows []store.Message
+		err := s.d.DB.WithContext(ctx).Table("mate_message AS m").Select("m.*").
+			Joins("JOIN mate_extraction_watermark AS w ON w.agent_id = m.agent_id AND w.conversation_id = m.conversation_id").
+			Where("m.agent_id = ? AND m.id > w.last_message_id AND m.id > ? AND m.conversation_id <> ?", agentID, after, first).
+			Order("m.id").Limit(pageSize).Find(&rows).Error
+		if err != nil {
+			return b, fmt.Errorf("read pending messages: %w", err)
+		}
+		walk(rows, from)
+		if len(rows) < pageSize {
+			break
+		}
+		after = rows[len(rows)-1].ID
+	}
+	for _, sp := range b.spans {
+		b.msgs = append(b.msgs, grouped[sp.Conv]...)
+	}
+	return b, nil
+}
+
+// advance moves watermarks forward to the spans' ends (never backwards), in one transaction.
+func (s *Service) advance(ctx context.Context, agentID int64, spans []span) error {
+	now := s.d.Now().UTC()
+	return s.d.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for _, sp := range spans {
+			if err := tx.Model(&store.ExtractionWatermark{}).
+				Where("agent_id = ? AND conversation_id = ? AND last_message_id < ?", agentID, sp.Conv, sp.To).
+				Updates(map[string]any{"last_message_id": sp.To, "update_time": now}).Error; err != nil {
+				return fmt.Errorf("advance watermark of %s: %w", sp.Conv, err)
+			}
+		}
+		return nil
+	})
+}
+
+// effectKey names the daily entry of one batch: the same message ranges always give the
+// same key, so an extraction re-run after a crash cannot append them twice.
+func effectKey(agentID int64, spans []span) string {
+	parts := make([]string, len(spans))
+	for i, sp := range spans {
+		parts[i] = fmt.Sprintf("%s\x00%d\x00%d", sp.Conv, sp.From, sp.To)
+	}
+	sort.Strings(parts)
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x01")))
+	return fmt.Sprintf("summarize:daily:%d:%s", agentID, hex.EncodeToString(sum[:16]))
+}
+
+// Intents. The daily append (with its effect key) and the watermark update are two
+// transactions. Before the append the worker records, under the agent's lease, which spans
+// the entry covers; after the watermarks moved it deletes the record. A worker that takes
+// the lease and finds a record left by a crash checks whether that effect key was applied:
+// if so it moves the watermarks as the crashed worker would have; if not, nothing was
+// written and the record is dropped. Without this, a re-run after a crash between append
+// and watermark update would see more messages (new ones arrived), compute another key,
+// and append the same conversations twice.
+type intent struct {
+	RunID string `json:"runId"`
+	Key   string `json:"key"`
+	Daily string `json:"daily"`
+	Spans []span `json:"spans"`
+}
+
+func agentKey(agentID int64) string { return strconv.FormatInt(agentID, 10) }
+
+func (s *Service) putIntent(ctx context.Context, agentID int64, it intent) error {
+	data, err := json.Marshal(it)
+	if err != nil {
+		return err
+	}
+	_, err = s.d.Intents.Put(ctx, agentKey(agentID), data)
+	return err
+}
+
+func (s *Service) deleteIntent(ctx context.Context, agentID int64) {
+	if err := s.d.Intents.Delete(ctx, agentKey(agentID)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		// Harmless: the next extraction finds it, sees the key applied and the watermarks
+		// already moved, and deletes it.
+		s.d.Log.Warn("delete extraction intent", "agent", agentID, "err", err)
+	}
+}
+
+func (s *Service) recoverIntent(ctx context.Context, agentID int64) error {
+	e, err := s.d.Intents.Get(ctx, agentKey(agentID))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read intent: %w", err)
+	}
+	var it intent
+	if err := json.Unmarshal(e.Value(), &it); err != nil {
+		s.d.Log.Warn("dropping unreadable extraction intent", "agent", agentID, "err", err)
+		return s.d.Intents.Delete(ctx, agentKey(agentID))
+	}
+	var n int64
+	if err := s.d.DB.WithContext(ctx).Model(&store.AppliedEffect{}).Where(&store.AppliedEffect{Key: it.Key}).Count(&n).Error; err != nil {
+		return fmt.Errorf("check effect %s: %w", it.Key, err)
+	}
+	if n > 0 {
+		s.d.Log.Info("completing an interrupted extraction: daily entry was appended, moving watermarks",
+			"agent", agentID, "run", it.RunID, "key", it.Key)
+		if err := s.advance(ctx, agentID, it.Spans); err != nil {
+			return err
+		}
+	}
+	return s.d.Intents.Delete(ctx, agentKey(agentID), jetstream.LastRevision(e.Revision()))
+}
+
+// Cooldown: the time an agent's next LLM extraction may start, per agent in KV.
+type cooldown struct {
+	Until time.Time `json:"until"`
+	RunID string    `json:"runId"`
+}
+
+func (s *Service) cooldownUntil(ctx context.Context, agentID int64) (time.Time, error) {
+	e, err := s.d.Cooldown.Get(ctx, agentKey(agentID))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, err
+	}
+	var c cooldown
+	if err := json.Unmarshal(e.Value(), &c); err != nil {
+		return time.Time{}, nil
+	}
+	return c.Until, nil
+}
+
+func (s *Service) cooldownRemaining(ctx context.Context, agentID int64) time.Duration {
+	until, err := s.cooldownUntil(ctx, agentID)
+	if err != nil {
+		return s.set.BackoffBase
+	}
+	return max(time.Until(until), 0) + jitter(minDeferral)
+}
+
+// minDeferral is added to a cooldown deferral so that the redelivery lands after the end.
+const minDeferral = 20 * time.Millisecond
+
+func (s *Service) cooldownResult(ctx context.Context, agentID int64) (Result, bool) {
+	until, err := s.cooldownUntil(ctx, agentID)
+	if err != nil {
+		return transient(fmt.Sprintf("read cooldown of agent %d: %v", agentID, err), 1, s), true
+	}
+	wait := time.Until(until)
+	if wait <= 0 {
+		return Result{}, false
+	}
+	return deferred("cooldown", fmt.Sprintf("agent %d is in its extraction cooldown until %s",
+		agentID, until.UTC().Format(time.RFC3339Nano)), wait+jitter(minDeferral)), true
+}
+
+func (s *Service) setCooldown(ctx context.Context, agentID int64, runID string) {
+	cd := s.set.Memory.CooldownMinutes.Duration()
+	if cd <= 0 {
+		return
+	}
+	data, _ := json.Marshal(cooldown{Until: time.Now().Add(cd).UTC(), RunID: runID})
+	if _, err := s.d.Cooldown.Put(ctx, agentKey(agentID), data); err != nil {
+		s.d.Log.Warn("set cooldown", "agent", agentID, "err", err)
+	}
+}
+
+// ingest stores an event's inline messages once: the effect key of the event is inserted
+// in the same transaction, so a redelivered or replayed event stores nothing again.
+func (s *Service) ingest(ctx context.Context, ev *event.ConversationCompletedEvent) error {
+	now := s.d.Now().UTC()
+	return s.d.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(&store.AppliedEffect{Key: "event:messages:" + ev.EventID, CreateTime: now}).Error; err != nil {
+			if store.IsDuplicate(err) {
+				return nil
+			}
+			return err
+		}
+		rows := make([]store.Message, len(ev.Messages))
+		for i, m := range ev.Messages {
+			rows[i] = store.Message{AgentID: ev.AgentID, ConversationID: ev.ConversationID, Role: m.Role,
+				Content: m.Content, ToolCalls: string(m.ToolCalls), ToolCallID: m.ToolCallID, Name: m.Name, CreateTime: now}
+		}
+		return tx.CreateInBatches(&rows, 500).Error
+	})
+}

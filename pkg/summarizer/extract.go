@@ -1,0 +1,179 @@
+package summarizer
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/matememory/matememory/pkg/llm"
+	"github.com/matememory/matememory/pkg/prompt"
+	"github.com/matememory/matememory/pkg/store"
+)
+
+type extractInput struct {
+	Language, Date         string
+	Profile, Memory, Daily string
+	Messages               []store.Message
+	Conversations          int
+}
+
+type extractOutput struct {
+	Extraction
+	Provider, Model     string
+	TokensIn, TokensOut int
+	Latency             time.Duration
+	// Truncated: the model stopped at its output limit.
+	Truncated bool
+}
+
+// provider turns a transcript into an Extraction.
+type provider interface {
+	extract(ctx context.Context, in extractInput) (extractOutput, error)
+}
+
+func (s *Service) provider() provider {
+	if s.d.LLM == nil {
+		return offlineProvider{m: s.d.Metrics}
+	}
+	return &llmProvider{c: s.d.LLM, prompts: s.d.Prompts, json: s.set.JSONMode,
+		maxTokens: s.set.Memory.SummaryMaxTokens, m: s.d.Metrics}
+}
+
+// llmProvider asks an OpenAI-compatible model with the memory/summarize templates.
+type llmProvider struct {
+	c         llm.Client
+	prompts   *prompt.Loader
+	json      bool
+	maxTokens int
+	m         *Metrics
+}
+
+// maxOutputTokens caps the output budget asked of the model.
+const maxOutputTokens = 16384
+
+func (p *llmProvider) extract(ctx context.Context, in extractInput) (extractOutput, error) {
+	out := extractOutput{Provider: ProviderLLM, Model: p.c.Model()}
+	sys, err := p.prompts.Render(prompt.SummarizeSystem, in.Language, map[string]string{"date": in.Date})
+	if err != nil {
+		return out, &stepError{transient: false, err: err}
+	}
+	user, err := p.prompts.Render(prompt.SummarizeUser, in.Language, map[string]string{
+		"date": in.Date, "profile": in.Profile, "memory": in.Memory, "daily": in.Daily,
+		"transcript": Transcript(in.Language, in.Messages), "conversation_count": strconv.Itoa(in.Conversations),
+		"message_count": strconv.Itoa(len(in.Messages)),
+	})
+	if err != nil {
+		return out, &stepError{transient: false, err: err}
+	}
+	// memory_update and profile_update are whole files: the spec's summary-max-tokens alone
+	// would cut any MEMORY.md above a few KB, so the files' size is added (about one token
+	// per three bytes, generous for English, about right for Chinese).
+	budget := min(p.maxTokens+(len(in.Memory)+len(in.Profile))/3, maxOutputTokens)
+	resp, err := p.c.Complete(ctx, llm.Request{
+		Messages:  []llm.Message{{Role: "system", Content: sys}, {Role: "user", Content: user}},
+		MaxTokens: budget,
+		JSON:      p.json,
+	})
+	out.TokensIn, out.TokensOut, out.Latency, out.Truncated = resp.TokensIn, resp.TokensOut, resp.Latency, resp.Truncated
+	if resp.Model != "" {
+		out.Model = resp.Model
+	}
+	result := "ok"
+	defer func() {
+		p.m.LLMSeconds.WithLabelValues(ProviderLLM, result).Observe(resp.Latency.Seconds())
+		p.m.LLMTokens.WithLabelValues("in").Add(float64(resp.TokensIn))
+		p.m.LLMTokens.WithLabelValues("out").Add(float64(resp.TokensOut))
+	}()
+	if err != nil {
+		result = "error"
+		if ctx.Err() != nil {
+			return out, &stepError{transient: true, err: fmt.Errorf("llm call interrupted: %w", context.Cause(ctx))}
+		}
+		if llm.ContextLengthExceeded(err) {
+			return out, &stepError{transient: false, err: fmt.Errorf("the prompt exceeds the model's context (MEMORY.md, PROFILE.md and the transcript are too long): %w", err)}
+		}
+		return out, &stepError{transient: llm.Transient(err), err: fmt.Errorf("llm call: %w", err)}
+	}
+	ex, err := ParseExtraction(resp.Content)
+	if err != nil {
+		result = "error"
+		if resp.Truncated {
+			err = fmt.Errorf("%w (the answer was cut at %d output tokens)", err, budget)
+		}
+		// A model answers differently next time: retried, then dead-lettered.
+		return out, &stepError{transient: true, err: err}
+	}
+	out.Extraction = ex
+	return out, nil
+}
+
+// offlineProvider writes an extractive digest of the transcript to the daily note and
+// never touches PROFILE.md or MEMORY.md; it is used when no LLM is configured.
+type offlineProvider struct {
+	m *Metrics
+}
+
+// Digest limits.
+const (
+	digestUserMessages = 5
+	digestRunes        = 160
+)
+
+func (p offlineProvider) extract(ctx context.Context, in extractInput) (extractOutput, error) {
+	start := time.Now()
+	l := labelsFor(in.Language)
+	title := "离线摘要（未配置 LLM）"
+	if in.Language == "en" {
+		title = "offline digest (no LLM configured)"
+	}
+	var b strings.Builder
+	var users []string
+	lastReply := ""
+	conv := ""
+	flush := func() {
+		if conv == "" {
+			return
+		}
+		fmt.Fprintf(&b, "- %s · %s %s\n", title, l.conversation, conv)
+		for _, u := range users {
+			fmt.Fprintf(&b, "  - %s: %s\n", l.user, u)
+		}
+		if lastReply != "" {
+			fmt.Fprintf(&b, "  - %s: %s\n", l.assistant, lastReply)
+		}
+		users, lastReply = nil, ""
+	}
+	for _, m := range in.Messages {
+		if m.ConversationID != conv {
+			flush()
+			conv = m.ConversationID
+		}
+		text := oneLine(truncateRunes(oneLine(m.Content), digestRunes, "…"))
+		if text == "" {
+			continue
+		}
+		if m.Role == "user" {
+			if len(users) < digestUserMessages {
+				users = append(users, text)
+			}
+		} else {
+			lastReply = text
+		}
+	}
+	flush()
+	p.m.LLMSeconds.WithLabelValues(ProviderOffline, "ok").Observe(time.Since(start).Seconds())
+	if err := ctx.Err(); err != nil {
+		return extractOutput{Provider: ProviderOffline}, &stepError{transient: true, err: err}
+	}
+	return extractOutput{
+		Provider: ProviderOffline,
+		Extraction: Extraction{ShouldUpdate: true, DailyEntry: strings.TrimRight(b.String(), "\n"),
+			Reason: "offline provider: extractive digest, PROFILE.md and MEMORY.md untouched"},
+		Latency: time.Since(start),
+	}, nil
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+

@@ -1,0 +1,628 @@
+// Package summarizer is MateMemory's automatic memory extraction (the spec's
+// PostConversationMemoryListener and MemorySummarizationService) rebuilt as JetStream
+// workers: it consumes ConversationCompletedEvents and manual summarize requests, takes the
+// per-agent lease, honours the cooldown without dropping anything (events are redelivered
+// later and one extraction covers everything of the agent not yet extracted), asks the LLM
+// (or the offline provider) what to remember, and writes PROFILE.md, MEMORY.md and the daily
+// note safely: compare-and-swap with re-read and retry, a guard against destructive
+// rewrites, secrets redacted, the daily entry appended once per covered message range.
+//
+// The application logic is Service.Handle (no NATS in it); Worker is the JetStream port
+// that feeds it deliveries and maps its Result to ack, delayed NAK or dead letter.
+package summarizer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+	"gorm.io/gorm"
+
+	"github.com/matememory/matememory/pkg/config"
+	"github.com/matememory/matememory/pkg/event"
+	"github.com/matememory/matememory/pkg/guard"
+	"github.com/matememory/matememory/pkg/lease"
+	"github.com/matememory/matememory/pkg/ledger"
+	"github.com/matememory/matememory/pkg/llm"
+	"github.com/matememory/matememory/pkg/prompt"
+	"github.com/matememory/matememory/pkg/store"
+	"github.com/matememory/matememory/pkg/workspace"
+)
+
+// Workspace file names the summarizer writes.
+const (
+	ProfileFile = "PROFILE.md"
+	MemoryFile  = "MEMORY.md"
+)
+
+// Providers recorded in the ledger.
+const (
+	ProviderLLM     = "llm"
+	ProviderOffline = "offline"
+)
+
+// Settings are the summarizer's knobs, taken from configuration (SettingsFrom) and
+// adjustable by tests.
+type Settings struct {
+	Memory config.Memory
+	// Replicas and MaxAge of the streams and buckets.
+	Replicas int
+	MaxAge   time.Duration
+	// MaxDeliver bounds deliveries of one event before it is dead-lettered.
+	MaxDeliver int
+	// AckWait is how long a delivery may go unacknowledged before JetStream redelivers it;
+	// workers send progress acks while they work, so it bounds a stalled worker, not an LLM call.
+	AckWait time.Duration
+	// LeaseTTL is the per-agent lease's lifetime between renewals.
+	LeaseTTL time.Duration
+	// JSONMode asks the LLM for a JSON object answer.
+	JSONMode bool
+	// BackoffBase and BackoffMax shape the delay of a NAK after a transient failure or
+	// when the lease is held: base·2^(delivery-1), capped, ±20% jitter.
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// Concurrency is how many deliveries one worker handles at once.
+	Concurrency int
+	// ManualTimeout bounds how long the manual summarize endpoint waits for the outcome.
+	ManualTimeout time.Duration
+	// DuplicateWindow is the events stream's Nats-Msg-Id deduplication window.
+	DuplicateWindow time.Duration
+}
+
+// SettingsFrom derives Settings from the configuration.
+func SettingsFrom(cfg config.Config) Settings {
+	m := cfg.Mate
+	maxAge := time.Duration(m.NATS.StreamMaxAgeHours * float64(time.Hour))
+	llmTimeout := config.Seconds(m.LLM.TimeoutSeconds)
+	return Settings{
+		Memory:          m.Memory,
+		Replicas:        m.NATS.Replicas,
+		MaxAge:          maxAge,
+		MaxDeliver:      m.NATS.MaxDeliver,
+		AckWait:         config.Seconds(m.NATS.AckWaitSeconds),
+		LeaseTTL:        config.Seconds(m.Memory.LeaseTTLSeconds),
+		JSONMode:        m.LLM.JSONMode,
+		BackoffBase:     2 * time.Second,
+		BackoffMax:      5 * time.Minute,
+		Concurrency:     4,
+		ManualTimeout:   2*llmTimeout + 30*time.Second,
+		DuplicateWindow: 10 * time.Minute,
+	}
+}
+
+// Deps are the services the summarizer uses.
+type Deps struct {
+	DB        *gorm.DB
+	Workspace *workspace.Service
+	Ledger    *ledger.Ledger
+	Leases    *lease.Manager
+	// Cooldown and Intents are the KV buckets bus.BucketCooldown and bus.BucketIntent.
+	Cooldown jetstream.KeyValue
+	Intents  jetstream.KeyValue
+	// LLM is nil when none is configured: the offline provider is used.
+	LLM     llm.Client
+	Prompts *prompt.Loader
+	Metrics *Metrics
+	Log     *slog.Logger
+	// Now is the clock (dates of daily notes, cooldowns); nil = time.Now.
+	Now func() time.Time
+}
+
+// Service runs extractions.
+type Service struct {
+	set Settings
+	d   Deps
+
+	// hookAfterAppend, set by tests, runs between the daily append and the watermark
+	// update; an error simulates a crash there.
+	hookAfterAppend func() error
+}
+
+// New builds the service.
+func New(d Deps, set Settings) *Service {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	if d.Metrics == nil {
+		d.Metrics = NewMetrics(nil)
+	}
+	if d.Prompts == nil {
+		d.Prompts = prompt.NewLoader("")
+	}
+	if set.BackoffBase <= 0 {
+		set.BackoffBase = time.Second
+	}
+	if set.BackoffMax < set.BackoffBase {
+		set.BackoffMax = set.BackoffBase
+	}
+	if set.Concurrency <= 0 {
+		set.Concurrency = 1
+	}
+	return &Service{set: set, d: d}
+}
+
+// Settings returns the service's settings.
+func (s *Service) Settings() Settings { return s.set }
+
+// Job is one delivery to handle: an event or a manual request.
+type Job struct {
+	// EventID is the event id or the manual request id.
+	EventID        string
+	AgentID        int64
+	ConversationID string
+	// Event is the completed event (nil for a manual request).
+	Event *event.ConversationCompletedEvent
+	// Manual is a summarize request from the API: the event pre-checks and the cooldown do
+	// not apply, and the requested conversation is extracted completely.
+	Manual bool
+	// Replay is an operator replay: the cooldown does not apply.
+	Replay bool
+	// Attempt is the delivery number (1 for the first); LastAttempt is true when no
+	// redelivery will follow, so a result that wants a retry is dead-lettered instead.
+	Attempt     int
+	LastAttempt bool
+}
+
+// JobFromEvent builds the job of a completed event.
+func JobFromEvent(e *event.ConversationCompletedEvent) Job {
+	return Job{EventID: e.EventID, AgentID: e.AgentID, ConversationID: e.ConversationID, Event: e, Attempt: 1}
+}
+
+// JobFromRequest builds the job of a manual summarize request.
+func JobFromRequest(r *event.SummarizeRequest) Job {
+	return Job{EventID: r.RequestID, AgentID: r.AgentID, ConversationID: r.ConversationID, Manual: true, Attempt: 1}
+}
+
+// Result is what became of a job; the worker maps it to ack, NAK with Delay, or dead letter.
+type Result struct {
+	// Status is the ledger status: completed, skipped, refused, deferred or failed.
+	Status string
+	Reason string
+	RunID  string
+	// Retry asks for a redelivery after Delay (deferred, or a transient failure).
+	Retry bool
+	Delay time.Duration
+	// DeadLetter asks for the message to go to the dead-letter stream (a permanent failure,
+	// or a retry wanted on the last delivery).
+	DeadLetter bool
+	// Covered is true when the job's conversation is fully extracted.
+	Covered bool
+	// Deferral names why a job was deferred (cooldown, lease, messages, backlog).
+	Deferral     string
+	FilesChanged []string
+}
+
+// Final reports whether the job is done with (not to be retried).
+func (r Result) Final() bool { return !r.Retry }
+
+func (s *Service) backoff(attempt int) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	d := s.set.BackoffBase
+	for i := 1; i < attempt && d < s.set.BackoffMax; i++ {
+		d *= 2
+	}
+	if d > s.set.BackoffMax {
+		d = s.set.BackoffMax
+	}
+	return jitter(d)
+}
+
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+func transient(reason string, attempt int, s *Service) Result {
+	return Result{Status: store.RunFailed, Reason: reason, Retry: true, Delay: s.backoff(attempt)}
+}
+
+func permanent(reason string) Result {
+	return Result{Status: store.RunFailed, Reason: reason, DeadLetter: true}
+}
+
+func deferred(kind, reason string, delay time.Duration) Result {
+	return Result{Status: store.RunDeferred, Reason: reason, Retry: true, Delay: delay, Deferral: kind}
+}
+
+// Handle processes one job and records one ledger row for it.
+func (s *Service) Handle(ctx context.Context, job Job) Result {
+	start := time.Now()
+	run := ledger.Run{RunID: uuid.NewString(), Kind: ledger.KindSummarize, AgentID: job.AgentID,
+		EventID: job.EventID, Attempt: job.Attempt, Conversations: []string{job.ConversationID}}
+	res := s.handle(ctx, job, &run)
+	if ctx.Err() != nil && res.Retry {
+		// Shutting down: let another worker take it now rather than after a backoff.
+		res.Delay = 0
+	}
+	if res.Retry && job.LastAttempt {
+		res = Result{Status: store.RunFailed, DeadLetter: true, FilesChanged: res.FilesChanged,
+			Reason: fmt.Sprintf("gave up after %d deliveries: %s", job.Attempt, res.Reason)}
+	}
+	if job.Replay {
+		res.Reason = "replay: " + res.Reason
+	}
+	run.Status, run.Reason = res.Status, res.Reason
+	run.FilesChanged = res.FilesChanged
+	run.LatencyMs = time.Since(start).Milliseconds()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := s.d.Ledger.Record(rctx, run); err != nil {
+		s.d.Log.Error("record summarize run", "agent", job.AgentID, "event", job.EventID, "err", err)
+	}
+	res.RunID = run.RunID
+	s.d.Metrics.Outcomes.WithLabelValues(res.Status).Inc()
+	if res.Deferral != "" {
+		s.d.Metrics.Deferrals.WithLabelValues(res.Deferral).Inc()
+	}
+	s.d.Metrics.RunSeconds.Observe(time.Since(start).Seconds())
+	return res
+}
+
+// waitForMessages is how many deliveries an event whose messages are not stored yet (the
+// chat service stores them concurrently) is deferred before it is skipped as too short.
+const waitForMessages = 3
+
+func (s *Service) handle(ctx context.Context, job Job, run *ledger.Run) Result {
+	if _, err := s.d.Workspace.EnsureAgent(ctx, job.AgentID); err != nil {
+		return transient(fmt.Sprintf("load agent %d: %v", job.AgentID, err), job.Attempt, s)
+	}
+	ev := job.Event
+	if ev != nil && len(ev.Messages) > 0 {
+		if err := s.ingest(ctx, ev); err != nil {
+			return transient(fmt.Sprintf("store the event's inline messages: %v", err), job.Attempt, s)
+		}
+	}
+	if !job.Manual && ev != nil {
+		if reason, skip := s.preCheck(ev); skip {
+			return Result{Status: store.RunSkipped, Reason: reason, Covered: true}
+		}
+	}
+	count, last, err := s.convStats(ctx, job.AgentID, job.ConversationID)
+	if err != nil {
+		return transient(fmt.Sprintf("count messages of conversation %s: %v", job.ConversationID, err), job.Attempt, s)
+	}
+	min := int64(s.set.Memory.MinMessagesForSummarize)
+	if count < min || count == 0 {
+		if !job.Manual && ev != nil && int64(ev.MessageCount) >= min && ev.MessageCount > 0 && job.Attempt < waitForMessages {
+			return deferred("messages", fmt.Sprintf("the event reports %d messages but %d are stored yet; waiting for them", ev.MessageCount, count),
+				s.backoff(job.Attempt))
+		}
+		return Result{Status: store.RunSkipped, Covered: true,
+			Reason: fmt.Sprintf("conversation %s has %d stored messages; min-messages-for-summarize is %d", job.ConversationID, count, min)}
+	}
+	if err := s.register(ctx, job.AgentID, job.ConversationID); err != nil {
+		return transient(fmt.Sprintf("register conversation %s: %v", job.ConversationID, err), job.Attempt, s)
+	}
+	if r, done := s.coveredResult(ctx, job, last); done {
+		return r
+	}
+	if !job.Manual && !job.Replay {
+		if r, wait := s.cooldownResult(ctx, job.AgentID); wait {
+			return r
+		}
+	}
+	l, err := s.d.Leases.Acquire(ctx, job.AgentID, "summarize")
+	if errors.Is(err, lease.ErrHeld) {
+		s.d.Metrics.Contention.Inc()
+		return deferred("lease", err.Error(), s.leaseDelay(job))
+	}
+	if err != nil {
+		return transient(err.Error(), job.Attempt, s)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := l.Release(rctx); err != nil {
+			s.d.Log.Warn("release lease", "agent", job.AgentID, "err", err)
+		}
+	}()
+	wctx, cancel := context.WithCancelCause(l.Context())
+	defer cancel(nil)
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	defer stop()
+
+	if err := s.recoverIntent(wctx, job.AgentID); err != nil {
+		return s.workErr(wctx, l, job, "recover an interrupted extraction", err)
+	}
+	if r, done := s.coveredResult(wctx, job, last); done {
+		return r
+	}
+	if !job.Manual && !job.Replay {
+		// Another worker may have finished (and set the cooldown) between our first check and
+		// our lease.
+		if r, wait := s.cooldownResult(wctx, job.AgentID); wait {
+			return r
+		}
+	}
+	var res Result
+	for round := 0; ; round++ {
+		res = s.extract(wctx, l, job, run, last)
+		if res.Retry || res.DeadLetter || res.Covered || !job.Manual || round >= maxManualRounds {
+			break
+		}
+		// A manual request extracts its conversation completely, one transcript budget at a time.
+	}
+	if !res.Covered && !res.Retry && !res.DeadLetter && !job.Manual {
+		// The conversation had more new messages than one transcript holds: the rest goes
+		// into the next extraction after the cooldown.
+		res.Retry, res.Deferral = true, "backlog"
+		res.Delay = s.cooldownRemaining(wctx, job.AgentID)
+		res.Reason += "; more messages of this conversation remain, deferred to the next extraction"
+	}
+	return res
+}
+
+// maxManualRounds bounds the transcript-sized extractions one manual request runs.
+const maxManualRounds = 20
+
+func (s *Service) preCheck(ev *event.ConversationCompletedEvent) (string, bool) {
+	m := s.set.Memory
+	switch {
+	case !m.AutoSummarizeEnabled:
+		return "auto-summarize-enabled is false", true
+	case m.SkipCronConversations && ev.TriggerSource == event.TriggerCron:
+		return "triggered by a cron job and skip-cron-conversations is true", true
+	case ev.MessageCount < m.MinMessagesForSummarize:
+		return fmt.Sprintf("messageCount %d is below min-messages-for-summarize %d", ev.MessageCount, m.MinMessagesForSummarize), true
+	}
+	if n := utf8.RuneCountInString(strings.TrimSpace(ev.UserMessage)); n < m.MinUserMessageLength {
+		return fmt.Sprintf("the last user message has %d characters; min-user-message-length is %d", n, m.MinUserMessageLength), true
+	}
+	return "", false
+}
+
+func (s *Service) coveredResult(ctx context.Context, job Job, last int64) (Result, bool) {
+	wm, err := s.watermark(ctx, job.AgentID, job.ConversationID)
+	if err != nil {
+		return transient(fmt.Sprintf("read watermark of %s: %v", job.ConversationID, err), job.Attempt, s), true
+	}
+	if wm < last {
+		return Result{}, false
+	}
+	if job.Manual {
+		return Result{Status: store.RunSkipped, Covered: true,
+			Reason: fmt.Sprintf("conversation %s is already extracted up to its last message (#%d); nothing new", job.ConversationID, wm)}, true
+	}
+	return Result{Status: store.RunCompleted, Covered: true,
+		Reason: fmt.Sprintf("covered by an earlier extraction (conversation %s extracted up to message #%d)", job.ConversationID, wm)}, true
+}
+
+func (s *Service) leaseDelay(job Job) time.Duration {
+	d := s.backoff(job.Attempt)
+	if job.Manual || job.Replay {
+		return min(d, 2*time.Second)
+	}
+	// The holder, if a summarizer, sets a cooldown when it finishes: waiting about a
+	// cooldown spares deliveries (each counts against MaxDeliver).
+	if cd := s.set.Memory.CooldownMinutes.Duration(); cd > d {
+		d = jitter(min(cd, time.Minute))
+	}
+	return d
+}
+
+// workErr classifies a failure inside the lease: lease lost and everything else here are
+// transient.
+func (s *Service) workErr(ctx context.Context, l *lease.Lease, job Job, what string, err error) Result {
+	if l.Lost() {
+		return transient(fmt.Sprintf("%s: lease lost, nothing written: %v", what, l.Err()), job.Attempt, s)
+	}
+	if ctx.Err() != nil {
+		return transient(fmt.Sprintf("%s: interrupted (%v)", what, context.Cause(ctx)), job.Attempt, s)
+	}
+	return transient(fmt.Sprintf("%s: %v", what, err), job.Attempt, s)
+}
+
+// stepError carries whether an extraction step may succeed when retried.
+type stepError struct {
+	transient bool
+	err       error
+}
+
+func (e *stepError) Error() string { return e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }
+
+// maxConflictRounds bounds the re-reads (and LLM re-runs) after a tool edit landed on
+// PROFILE.md or MEMORY.md during an extraction.
+const maxConflictRounds = 3
+
+// extract runs one extraction over the agent's pending messages (the job's conversation
+// first), under the lease.
+func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, run *ledger.Run, last int64) Result {
+	agentID := job.AgentID
+	agent, err := s.d.Workspace.EnsureAgent(ctx, agentID)
+	if err != nil {
+		return s.workErr(ctx, l, job, "load agent", err)
+	}
+	loc, err := s.d.Workspace.Location(ctx, agentID)
+	if err != nil {
+		return s.workErr(ctx, l, job, "load agent time zone", err)
+	}
+	now := s.d.Now()
+	date := now.In(loc).Format("2006-01-02")
+	daily := "memory/" + date + ".md"
+
+	b, err := s.buildBatch(ctx, agentID, job.ConversationID, s.set.Memory.MaxTranscriptMessages)
+	if err != nil {
+		return s.workErr(ctx, l, job, "read pending messages", err)
+	}
+	run.Conversations = b.conversations()
+	if len(b.spans) == 0 {
+		return Result{Status: store.RunCompleted, Covered: true, Reason: "nothing pending (covered meanwhile)"}
+	}
+	if len(b.msgs) == 0 {
+		if err := s.advance(ctx, agentID, b.spans); err != nil {
+			return s.workErr(ctx, l, job, "advance watermarks", err)
+		}
+		return s.after(ctx, job, last, Result{Status: store.RunSkipped,
+			Reason: fmt.Sprintf("no user or assistant messages among %d new messages (tool and system messages are not extracted)", b.scanned)})
+	}
+
+	prov := s.provider()
+	var files, refusals []string
+	var out extractOutput
+	for round := 0; ; round++ {
+		cur, err := s.d.Workspace.GetMany(ctx, agentID, []string{ProfileFile, MemoryFile, daily})
+		if err != nil {
+			return s.workErr(ctx, l, job, "read memory files", err)
+		}
+		out, err = prov.extract(ctx, extractInput{
+			Language: agent.Language, Date: date, Profile: cur[ProfileFile].Content, Memory: cur[MemoryFile].Content,
+			Daily: cur[daily].Content, Messages: b.msgs, Conversations: len(b.spans),
+		})
+		run.Provider, run.Model = out.Provider, out.Model
+		run.TokensIn += out.TokensIn
+		run.TokensOut += out.TokensOut
+		if err != nil {
+			var se *stepError
+			if errors.As(err, &se) && !se.transient && !l.Lost() && ctx.Err() == nil {
+				return permanent(err.Error())
+			}
+			return s.workErr(ctx, l, job, "extract", err)
+		}
+		if !out.ShouldUpdate {
+			break
+		}
+		conflict := false
+		for _, f := range []struct{ name, text string }{{ProfileFile, out.ProfileUpdate}, {MemoryFile, out.MemoryUpdate}} {
+			text := strings.TrimSpace(guard.Redact(f.text))
+			if text == "" {
+				continue
+			}
+			text += "\n"
+			old, exists := cur[f.name]
+			if strings.TrimSpace(old.Content) == strings.TrimSpace(text) {
+				continue
+			}
+			base := old.Content
+			if isSeed(f.name, base) {
+				// The seeded template holds no user information: replacing it loses nothing.
+				base = ""
+			}
+			if err := guard.CheckRewrite(base, text, out.Truncated); err != nil {
+				refusals = append(refusals, f.name+": "+err.Error())
+				continue
+			}
+			expect := workspace.CreateOnly
+			if exists {
+				expect = old.Version
+			}
+			_, _, err := s.d.Workspace.Write(ctx, agentID, f.name, text, expect,
+				workspace.Change{Actor: store.ActorSummarizer, Ref: run.RunID})
+			switch {
+			case errors.Is(err, workspace.ErrConflict):
+				conflict = true
+			case errors.Is(err, workspace.ErrInvalid):
+				refusals = append(refusals, f.name+": "+err.Error())
+			case err != nil:
+				return s.workErr(ctx, l, job, "write "+f.name, err)
+			default:
+				if !contains(files, f.name) {
+					files = append(files, f.name)
+				}
+			}
+			if conflict {
+				break
+			}
+		}
+		if !conflict {
+			break
+		}
+		if round+1 >= maxConflictRounds {
+			return transient(fmt.Sprintf("PROFILE.md or MEMORY.md changed during each of %d extractions; retrying later", maxConflictRounds), job.Attempt, s)
+		}
+		s.d.Log.Info("memory file changed during extraction; re-reading and extracting again", "agent", agentID, "round", round+1)
+	}
+
+	entry := ""
+	if out.ShouldUpdate {
+		entry = strings.TrimSpace(guard.Redact(out.DailyEntry))
+	}
+	if entry != "" {
+		key := effectKey(agentID, b.spans)
+		if err := s.putIntent(ctx, agentID, intent{RunID: run.RunID, Key: key, Daily: daily, Spans: b.spans}); err != nil {
+			return s.workErr(ctx, l, job, "record extraction intent", err)
+		}
+		_, err := s.d.Workspace.Append(ctx, agentID, daily, entry+"\n", "# "+date+"\n\n",
+			workspace.Change{Actor: store.ActorSummarizer, Ref: run.RunID, EffectKey: key})
+		switch {
+		case errors.Is(err, workspace.ErrAlreadyApplied):
+			s.d.Log.Info("daily entry already appended for these messages", "agent", agentID, "key", key)
+		case err != nil:
+			return s.workErr(ctx, l, job, "append to "+daily, err)
+		default:
+			files = append(files, daily)
+		}
+	}
+	if s.hookAfterAppend != nil && entry != "" {
+		if err := s.hookAfterAppend(); err != nil {
+			return s.workErr(ctx, l, job, "after the daily append", err)
+		}
+	}
+	if err := s.advance(ctx, agentID, b.spans); err != nil {
+		return s.workErr(ctx, l, job, "advance watermarks", err)
+	}
+	if entry != "" {
+		s.deleteIntent(ctx, agentID)
+	}
+	if out.Provider == ProviderLLM {
+		s.setCooldown(ctx, agentID, run.RunID)
+	}
+
+	res := Result{Status: store.RunCompleted, FilesChanged: files}
+	summary := fmt.Sprintf("extracted %d messages from %d conversations with the %s provider", len(b.msgs), len(b.spans), out.Provider)
+	switch {
+	case !out.ShouldUpdate:
+		res.Status = store.RunSkipped
+		res.Reason = "the model found nothing worth remembering: " + out.Reason
+	case len(refusals) > 0:
+		res.Status = store.RunRefused
+		res.Reason = summary + "; refused: " + strings.Join(refusals, "; ")
+	default:
+		res.Reason = summary
+		if out.Reason != "" {
+			res.Reason += ": " + out.Reason
+		}
+	}
+	return s.after(ctx, job, last, res)
+}
+
+// after marks whether the job's conversation is now covered.
+func (s *Service) after(ctx context.Context, job Job, last int64, res Result) Result {
+	wm, err := s.watermark(ctx, job.AgentID, job.ConversationID)
+	res.Covered = err == nil && wm >= last
+	return res
+}
+
+// isSeed reports whether content is the seeded default of a core file (either language).
+func isSeed(name, content string) bool {
+	c := strings.TrimSpace(content)
+	for _, lang := range []string{"zh", "en"} {
+		if c == strings.TrimSpace(workspace.DefaultContent(lang, name)) {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

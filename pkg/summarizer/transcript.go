@@ -1,0 +1,64 @@
+package summarizer
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	"github.com/matememory/matememory/pkg/store"
+)
+
+// MaxMessageRunes is the spec's per-message limit in the transcript.
+const MaxMessageRunes = 2000
+
+// labels of the transcript in an agent's language.
+type labels struct {
+	user, assistant, conversation, truncated string
+}
+
+func labelsFor(language string) labels {
+	if language == "en" {
+		return labels{user: "User", assistant: "Assistant", conversation: "Conversation", truncated: "... [truncated]"}
+	}
+	return labels{user: "用户", assistant: "助手", conversation: "对话", truncated: "... [截断]"}
+}
+
+// transcriptRole reports whether a message belongs in the transcript (user and assistant
+// only; tool and system messages are skipped, as the spec says).
+func transcriptRole(role string) bool { return role == "user" || role == "assistant" }
+
+// truncateRunes cuts s to max characters (runes, not bytes) and appends marker when cut.
+func truncateRunes(s string, max int, marker string) string {
+	if utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:max]) + marker
+}
+
+// Transcript renders messages (already filtered and bounded) grouped by conversation, in
+// the order given: a "### 对话 <id>" header per conversation when there are several, then
+// one "用户: ..." / "助手: ..." entry per message.
+func Transcript(language string, msgs []store.Message) string {
+	l := labelsFor(language)
+	convs := map[string]bool{}
+	for _, m := range msgs {
+		convs[m.ConversationID] = true
+	}
+	var b strings.Builder
+	cur := ""
+	for i, m := range msgs {
+		if len(convs) > 1 && (i == 0 || m.ConversationID != cur) {
+			if i > 0 {
+				b.WriteString("\n")
+			}
+			b.WriteString("### " + l.conversation + " " + m.ConversationID + "\n")
+		}
+		cur = m.ConversationID
+		label := l.user
+		if m.Role == "assistant" {
+			label = l.assistant
+		}
+		b.WriteString(label + ": " + truncateRunes(strings.TrimSpace(m.Content), MaxMessageRunes, l.truncated) + "\n")
+	}
+	return strings.TrimRight(b.String(), "\n")
+}

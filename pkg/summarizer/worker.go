@@ -1,0 +1,292 @@
+package summarizer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/matememory/matememory/pkg/bus"
+	"github.com/matememory/matememory/pkg/event"
+	"github.com/matememory/matememory/pkg/store"
+)
+
+// Worker feeds deliveries of the summarizer durable to Service.Handle and settles each
+// one: ack, NAK with the delay the Result asks for, or dead letter then terminate.
+//
+// It uses nats.go's jetstream pull API directly rather than watermill's subscriber:
+// watermill's Nack has no per-message delay (its NakDelay is computed from the delivery
+// count only, and a cooldown deferral needs "until the cooldown ends"), its handler sees
+// neither the delivery count nor the stream sequence (needed to dead-letter on the last
+// delivery, with the original sequence in the headers), and it abandons a message whose
+// handler outlives its AckWaitTimeout instead of sending progress acks. The verified
+// pitfalls of DESIGN.md §8 map as follows: acks are always explicit (the durable has
+// AckExplicit; nothing is acked on return), the durable is created at start-up and the
+// worker only binds to it by name (a pull fetch never creates or deletes it), no stream is
+// ever auto-provisioned, undecodable messages are dead-lettered on first sight, and the
+// worker owns its connection.
+type Worker struct {
+	svc  *Service
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	cons jetstream.Consumer
+	log  *slog.Logger
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	adv    *nats.Subscription
+	once   sync.Once
+}
+
+// NewWorker binds to the summarizer durable (Provision must have created it) over nc,
+// which the worker owns and closes on Stop.
+func NewWorker(ctx context.Context, svc *Service, nc *nats.Conn) (*Worker, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	cons, err := js.Consumer(ctx, bus.StreamEvents, bus.ConsumerSummarizer)
+	if err != nil {
+		return nil, fmt.Errorf("bind to consumer %s on %s (is the pipeline provisioned?): %w", bus.ConsumerSummarizer, bus.StreamEvents, err)
+	}
+	return &Worker{svc: svc, nc: nc, js: js, cons: cons, log: svc.d.Log}, nil
+}
+
+// Start begins fetching with Settings.Concurrency deliveries in flight.
+func (w *Worker) Start() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	// A message whose every delivery ended without a settlement (the worker died each time)
+	// is skipped by the server after MaxDeliver; the advisory is the only trace of it.
+	subj := fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s", bus.StreamEvents, bus.ConsumerSummarizer)
+	adv, err := w.nc.QueueSubscribe(subj, "mate-summarizer-advisories", func(m *nats.Msg) { w.maxDeliveries(ctx, m) })
+	if err != nil {
+		cancel()
+		return fmt.Errorf("subscribe to max-deliveries advisories: %w", err)
+	}
+	w.adv = adv
+	for i := 0; i < w.svc.set.Concurrency; i++ {
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			w.loop(ctx)
+		}()
+	}
+	return nil
+}
+
+// Stop interrupts in-flight work (which is NAKed for another worker to take at once),
+// waits for it, and closes the connection.
+func (w *Worker) Stop() {
+	w.once.Do(func() {
+		if w.cancel != nil {
+			w.cancel()
+		}
+		w.wg.Wait()
+		if w.adv != nil {
+			_ = w.adv.Unsubscribe()
+		}
+		w.nc.Close()
+	})
+}
+
+const fetchWait = 5 * time.Second
+
+func (w *Worker) loop(ctx context.Context) {
+	for ctx.Err() == nil {
+		fctx, cancel := context.WithTimeout(ctx, fetchWait)
+		batch, err := w.cons.Fetch(1, jetstream.FetchContext(fctx))
+		if err != nil {
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			w.log.Warn("fetch from summarizer consumer", "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			continue
+		}
+		for msg := range batch.Messages() {
+			w.process(ctx, msg)
+		}
+		cancel()
+	}
+}
+
+// decode turns a delivery into a job, or says why it never can be.
+func decode(msg jetstream.Msg) (Job, *event.SummarizeRequest, error) {
+	switch subj := msg.Subject(); {
+	case strings.HasPrefix(subj, bus.SubjectCompleted+"."):
+		e, err := event.DecodeCompleted(msg.Data())
+		if err != nil {
+			return Job{}, nil, err
+		}
+		if subj != e.Subject() {
+			return Job{}, nil, fmt.Errorf("event for agent %d arrived on %s", e.AgentID, subj)
+		}
+		return JobFromEvent(e), nil, nil
+	case strings.HasPrefix(subj, bus.SubjectSummarize+"."):
+		r, err := event.DecodeSummarize(msg.Data())
+		if err != nil {
+			return Job{}, nil, err
+		}
+		if subj != event.SummarizeSubject(r.AgentID) {
+			return Job{}, nil, fmt.Errorf("request for agent %d arrived on %s", r.AgentID, subj)
+		}
+		return JobFromRequest(r), r, nil
+	default:
+		return Job{}, nil, fmt.Errorf("unexpected subject %s", subj)
+	}
+}
+
+func kindOf(subject string) string {
+	switch {
+	case strings.HasPrefix(subject, bus.SubjectCompleted+"."):
+		return "completed"
+	case strings.HasPrefix(subject, bus.SubjectSummarize+"."):
+		return "summarize"
+	}
+	return "other"
+}
+
+func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
+	m := w.svc.d.Metrics
+	kind := kindOf(msg.Subject())
+	md, err := msg.Metadata()
+	if err != nil {
+		w.log.Error("delivery without metadata", "subject", msg.Subject(), "err", err)
+		_ = msg.Term()
+		return
+	}
+	job, req, err := decode(msg)
+	if err != nil {
+		m.DeadLetters.WithLabelValues("invalid").Inc()
+		w.deadLetter(ctx, msg, "poison message, never processable: "+err.Error(), kind)
+		return
+	}
+	job.Attempt = int(md.NumDelivered)
+	maxDeliver := w.svc.set.MaxDeliver
+	job.LastAttempt = maxDeliver > 0 && md.NumDelivered >= uint64(maxDeliver)
+
+	hbCtx, stopHB := context.WithCancel(ctx)
+	go heartbeat(hbCtx, msg, w.svc.set.AckWait)
+	res := w.svc.Handle(ctx, job)
+	stopHB()
+
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	switch {
+	case res.DeadLetter:
+		cause := "permanent"
+		if job.LastAttempt {
+			cause = "exhausted"
+		}
+		m.DeadLetters.WithLabelValues(cause).Inc()
+		w.deadLetter(ctx, msg, res.Reason, kind)
+	case res.Retry:
+		if err := msg.NakWithDelay(res.Delay); err != nil {
+			w.log.Warn("nak", "subject", msg.Subject(), "err", err)
+		}
+		m.Events.WithLabelValues(kind, "nak").Inc()
+	default:
+		if err := msg.DoubleAck(sctx); err != nil {
+			// Redelivered later and found covered: harmless.
+			w.log.Warn("ack", "subject", msg.Subject(), "err", err)
+		}
+		m.Events.WithLabelValues(kind, "ack").Inc()
+	}
+	// A manual request's caller waits for the first outcome that is not a deferral; a job
+	// interrupted by shutdown is taken over at once by another worker, which answers.
+	if req != nil && req.ReplyTo != "" && ctx.Err() == nil && (res.Final() || res.DeadLetter || res.Status == store.RunFailed) {
+		out := event.Outcome{RequestID: req.RequestID, Status: res.Status, Reason: res.Reason, RunID: res.RunID,
+			Retrying: res.Retry && res.Status == store.RunFailed}
+		data, _ := json.Marshal(out)
+		if err := w.nc.Publish(req.ReplyTo, data); err != nil {
+			w.log.Warn("reply to manual summarize", "request", req.RequestID, "err", err)
+		}
+	}
+}
+
+// deadLetter stores msg on MATE_DLQ, then terminates it. If the dead letter cannot be
+// stored the message is NAKed instead: it is never dropped.
+func (w *Worker) deadLetter(ctx context.Context, msg jetstream.Msg, reason, kind string) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, err := bus.DeadLetter(sctx, w.js, bus.LetterFrom(msg, reason)); err != nil {
+		w.log.Error("dead-letter failed; will retry the message", "subject", msg.Subject(), "err", err)
+		_ = msg.NakWithDelay(w.svc.backoff(1))
+		w.svc.d.Metrics.Events.WithLabelValues(kind, "nak").Inc()
+		return
+	}
+	w.log.Warn("dead-lettered", "subject", msg.Subject(), "reason", reason)
+	if err := msg.TermWithReason(truncateRunes(reason, 200, "…")); err != nil {
+		w.log.Warn("terminate dead-lettered message", "subject", msg.Subject(), "err", err)
+	}
+	w.svc.d.Metrics.Events.WithLabelValues(kind, "dead_letter").Inc()
+}
+
+// heartbeat tells JetStream the delivery is still being worked on, so AckWait bounds a
+// stalled worker rather than a slow LLM call.
+func heartbeat(ctx context.Context, msg jetstream.Msg, ackWait time.Duration) {
+	every := ackWait / 3
+	if every < 50*time.Millisecond {
+		every = 50 * time.Millisecond
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = msg.InProgress()
+		}
+	}
+}
+
+// maxDeliveries dead-letters a message the server gave up on without any worker settling
+// it (the dead letter's Nats-Msg-Id makes this idempotent across workers).
+func (w *Worker) maxDeliveries(ctx context.Context, m *nats.Msg) {
+	var adv struct {
+		Stream     string `json:"stream"`
+		Consumer   string `json:"consumer"`
+		StreamSeq  uint64 `json:"stream_seq"`
+		Deliveries uint64 `json:"deliveries"`
+	}
+	if err := json.Unmarshal(m.Data, &adv); err != nil || adv.StreamSeq == 0 {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	s, err := w.js.Stream(sctx, bus.StreamEvents)
+	if err != nil {
+		w.log.Error("max deliveries: open stream", "err", err)
+		return
+	}
+	raw, err := s.GetMsg(sctx, adv.StreamSeq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return
+	}
+	if err != nil {
+		w.log.Error("max deliveries: read message", "seq", adv.StreamSeq, "err", err)
+		return
+	}
+	reason := fmt.Sprintf("delivered %d times without being settled (each worker stopped or exceeded AckWait)", adv.Deliveries)
+	if _, err := bus.DeadLetter(sctx, w.js, bus.Letter{Subject: raw.Subject, Data: raw.Data, Header: raw.Header, Reason: reason,
+		Stream: bus.StreamEvents, Seq: adv.StreamSeq, Consumer: adv.Consumer, Deliveries: adv.Deliveries}); err != nil {
+		w.log.Error("max deliveries: dead-letter", "seq", adv.StreamSeq, "err", err)
+		return
+	}
+	w.svc.d.Metrics.DeadLetters.WithLabelValues("exhausted").Inc()
+	w.log.Warn("dead-lettered after max deliveries", "seq", adv.StreamSeq, "deliveries", adv.Deliveries)
+}
