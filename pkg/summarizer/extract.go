@@ -176,4 +176,3 @@ func (p offlineProvider) extract(ctx context.Context, in extractInput) (extractO
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-

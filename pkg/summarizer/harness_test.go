@@ -61,7 +61,9 @@ type harness struct {
 type harnessOption func(*harness)
 
 func withSettings(fn func(*Settings)) harnessOption { return func(h *harness) { fn(&h.set) } }
-func withLLM(s *llmtest.Server) harnessOption    { return func(h *harness) { h.llm = s; h.llmCfg = s.Config() } }
+func withLLM(s *llmtest.Server) harnessOption {
+	return func(h *harness) { h.llm = s; h.llmCfg = s.Config() }
+}
 func withLLMTimeout(d time.Duration) harnessOption {
 	return func(h *harness) { h.llmCfg.Timeout = d }
 }
