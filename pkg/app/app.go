@@ -201,6 +201,9 @@ func (a *App) build(ctx context.Context) error {
 	rest.RegisterMessages(a.HTTP, a.Messages, a.Workspace)
 	rest.RegisterTools(a.HTTP, a.Tools)
 	mcpserver.Register(a.HTTP, a.Tools, a.Log)
+	if err := a.buildWindow(ctx); err != nil {
+		return err
+	}
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Bucket is the NATS KV bucket of conversation summaries that every API replica shares.
@@ -83,6 +84,8 @@ type kvCache struct {
 	failTTL time.Duration
 	wait    time.Duration
 	now     func() time.Time
+	// waiting, when set, counts requests waiting on another replica's marker.
+	waiting prometheus.Gauge
 }
 
 func openCache(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, replicas int) (jetstream.KeyValue, error) {
@@ -238,6 +241,12 @@ func (c *kvCache) singleFlight(ctx context.Context, ck, h string,
 	}
 	defer func() { _ = w.Stop() }()
 
+	waiting := false
+	defer func() {
+		if waiting && c.waiting != nil {
+			c.waiting.Dec()
+		}
+	}()
 	state := map[string]jetstream.KeyValueEntry{}
 	deadline := c.now().Add(c.wait)
 	initial := true
@@ -295,6 +304,10 @@ func (c *kvCache) singleFlight(ctx context.Context, ck, h string,
 			lerr = jetstream.ErrKeyExists
 		}
 		if lerr == nil {
+			if waiting && c.waiting != nil {
+				c.waiting.Dec()
+			}
+			waiting = false
 			e, err := c.holdAndCompute(ctx, ck, h, rev, compute)
 			return e, true, err
 		}
@@ -309,6 +322,10 @@ func (c *kvCache) singleFlight(ctx context.Context, ck, h string,
 		if !now.Before(deadline) {
 			return e, false, errWaitTimeout
 		}
+		if !waiting && c.waiting != nil {
+			c.waiting.Inc()
+		}
+		waiting = true
 		wake := deadline.Sub(now)
 		if l != nil && lv.Expires.After(now) && lv.Expires.Sub(now) < wake {
 			wake = lv.Expires.Sub(now) + 10*time.Millisecond

@@ -7,6 +7,7 @@ type metrics struct {
 	compactions *prometheus.CounterVec
 	llmCalls    prometheus.Counter
 	flushes     *prometheus.CounterVec
+	waiting     prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -24,9 +25,13 @@ func newMetrics(reg prometheus.Registerer) metrics {
 		flushes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "matememory_context_flush_requests_total", Help: "Summarize requests published for evicted, unextracted messages, by result.",
 		}, []string{"result"}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "matememory_context_summary_waiting",
+			Help: "Requests waiting for a summary another replica is computing.",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.compactions, m.llmCalls, m.flushes)
+		reg.MustRegister(m.requests, m.compactions, m.llmCalls, m.flushes, m.waiting)
 	}
 	return m
 }

@@ -168,7 +168,8 @@ func New(ctx context.Context, cfg config.Window, d Deps, opts ...Option) (*Servi
 		if err != nil {
 			return nil, err
 		}
-		s.cache = &kvCache{kv: kv, ttl: ttl, owner: s.owner, lockTTL: s.lockTTL, failTTL: s.failTTL, wait: s.wait, now: s.now}
+		s.cache = &kvCache{kv: kv, ttl: ttl, owner: s.owner, lockTTL: s.lockTTL, failTTL: s.failTTL, wait: s.wait, now: s.now,
+			waiting: s.metrics.waiting}
 	}
 	return s, nil
 }

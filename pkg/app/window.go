@@ -1,0 +1,39 @@
+package app
+
+import (
+	"context"
+	"time"
+
+	"github.com/matememory/matememory/pkg/config"
+	"github.com/matememory/matememory/pkg/llm"
+	"github.com/matememory/matememory/pkg/prompt"
+	"github.com/matememory/matememory/pkg/tokens"
+	"github.com/matememory/matememory/pkg/window"
+)
+
+// buildWindow serves the context window (POST …/conversations/{id}/context and …/retry) on
+// processes that run the API.
+func (a *App) buildWindow(ctx context.Context) error {
+	if !a.Has(TargetAPI) {
+		return nil
+	}
+	m := a.Cfg.Mate
+	var client llm.Client
+	if a.Cfg.LLMConfigured() {
+		client = llm.NewOpenAI(llm.Config{BaseURL: m.LLM.BaseURL, APIKey: m.LLM.APIKey, Model: m.LLM.Model,
+			Timeout: config.Seconds(m.LLM.TimeoutSeconds)})
+	}
+	// A replica may hold a summary's in-flight marker for one LLM call (renewed per chunk);
+	// the others wait that long before degrading.
+	lockTTL := config.Seconds(m.LLM.TimeoutSeconds) + 30*time.Second
+	svc, err := window.New(ctx, m.Agent.Conversation.Window, window.Deps{
+		JS: a.JS, History: a.Messages, Workspace: a.Workspace, Watermarks: window.StoreWatermarks{DB: a.DB},
+		LLM: client, Prompts: prompt.NewLoader(m.Prompts.Dir), Counter: tokens.NewCounter(), Log: a.Log,
+	}, window.WithReplicas(m.NATS.Replicas), window.WithRegisterer(a.Registry), window.WithLockTTL(lockTTL),
+		window.WithClock(a.Now))
+	if err != nil {
+		return err
+	}
+	window.RegisterHTTP(a.HTTP, svc)
+	return nil
+}

@@ -1,0 +1,218 @@
+package window
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/matememory/matememory/pkg/llm/llmtest"
+	"github.com/matememory/matememory/pkg/store/storetest"
+	"github.com/matememory/matememory/pkg/tokens"
+)
+
+var (
+	zhWords = []string{"上下文", "窗口", "压缩", "摘要", "模型", "用户", "问题", "我们", "今天", "数据库", "记忆", "工具", "调用", "结果", "预算", "北京", "天气", "代码", "测试", "部署"}
+	enWords = []string{"the", "context", "window", "summary", "model", "token", "budget", "deploy", "NATS", "replica", "cache", "tool", "call", "result", "goroutine", "database", "42", "3.14", "{", "}"}
+)
+
+func randText(rng *rand.Rand) string {
+	n := rng.Intn(40)
+	if rng.Intn(25) == 0 {
+		n = 300 + rng.Intn(900) // now and then a very long message (a pasted log, a tool dump)
+	}
+	var b strings.Builder
+	for i := 0; i < n; i++ {
+		if rng.Intn(2) == 0 {
+			b.WriteString(zhWords[rng.Intn(len(zhWords))])
+		} else {
+			b.WriteString(" " + enWords[rng.Intn(len(enWords))])
+		}
+		if rng.Intn(12) == 0 {
+			b.WriteString("。\n")
+		}
+	}
+	return b.String()
+}
+
+// randomConversation: exchanges of a user message, 0-2 rounds of tool calls (1-3 calls each,
+// every call answered), usually an assistant answer (sometimes none: two user messages in a
+// row), now and then a system note, sometimes an assistant greeting before any user message.
+func randomConversation(rng *rand.Rand) []Message {
+	var out []Message
+	if rng.Intn(5) == 0 {
+		out = append(out, Message{Role: RoleAssistant, Content: "你好！有什么可以帮你？"})
+	}
+	exchanges := rng.Intn(30)
+	if rng.Intn(6) == 0 {
+		exchanges += 60
+	}
+	for i := 0; i < exchanges; i++ {
+		out = append(out, Message{Role: RoleUser, Content: randText(rng) + "?"})
+		for r := rng.Intn(3); r > 0; r-- {
+			k := 1 + rng.Intn(3)
+			call := Message{Role: RoleAssistant}
+			if rng.Intn(3) == 0 {
+				call.Content = "让我查一下。"
+			}
+			for j := 0; j < k; j++ {
+				call.ToolCalls = append(call.ToolCalls, ToolCall{ID: fmt.Sprintf("call_%d_%d_%d", i, r, j), Type: "function",
+					Function: FunctionCall{Name: "lookup", Arguments: fmt.Sprintf(`{"q":%q}`, randText(rng))}})
+			}
+			out = append(out, call)
+			for j := 0; j < k; j++ {
+				out = append(out, Message{Role: RoleTool, ToolCallID: call.ToolCalls[j].ID, Content: randText(rng)})
+			}
+		}
+		if rng.Intn(6) != 0 {
+			out = append(out, Message{Role: RoleAssistant, Content: randText(rng)})
+		}
+		if rng.Intn(20) == 0 {
+			out = append(out, Message{Role: RoleSystem, Content: "note: " + randText(rng)})
+		}
+	}
+	return out
+}
+
+// TestPropertiesRandomConversations checks, over random conversations and budgets, with a
+// working LLM, a failing one and none: the window fits whenever the system prompt and the
+// current message do (413 otherwise); the current message is last; the history kept is a
+// verbatim suffix starting at a unit boundary (no message merged, reordered or split from
+// its tool call); the summary, if any, is a user message with the marker right after the
+// system prompt; the last exchange is kept whole whenever it fits; every history message is
+// accounted for.
+func TestPropertiesRandomConversations(t *testing.T) {
+	e := newEnv(t, storetest.SQLite(t))
+	e.llm.SetHandler(func(r llmtest.Received) llmtest.Reply {
+		if strings.Contains(r.Messages[1].Content, "FAIL-SUMMARY") {
+			return llmtest.Reply{Status: 500, Content: "scripted failure"}
+		}
+		return llmtest.Reply{Content: "摘要：" + strings.Repeat("要点。", 1+len(r.Messages[1].Content)%20)}
+	})
+	cfg := windowConfig()
+	cfg.SummaryMaxTokens = 120
+	withLLM := e.replica("with-llm", replicaOpts{cfg: cfg, opts: []Option{WithChunkTokens(2500)}})
+	noLLM := e.replica("no-llm", replicaOpts{cfg: cfg, noLLM: true})
+	ctx := context.Background()
+	rng := rand.New(rand.NewSource(20260301))
+	models := []string{"", "gpt-4o", "gpt-4", "deepseek-chat"}
+	cases := 250
+	if testing.Short() {
+		cases = 60
+	}
+	stats := map[string]int{}
+	for c := 0; c < cases; c++ {
+		hist := randomConversation(rng)
+		svc := withLLM.svc
+		if rng.Intn(4) == 0 {
+			svc = noLLM.svc
+		}
+		if len(hist) > 0 && rng.Intn(8) == 0 {
+			hist[0].Content += " FAIL-SUMMARY"
+		}
+		req := Request{AgentID: 1 + int64(rng.Intn(3)), ConversationID: fmt.Sprintf("prop-%d", c),
+			SystemPrompt: "你是助手。" + strings.Repeat("规则。", rng.Intn(200)), UserMessage: randText(rng) + "现在呢？",
+			Model: models[rng.Intn(len(models))], MaxInputTokens: 300 + rng.Intn(9000), Inline: true, Messages: hist}
+		if rng.Intn(10) == 0 {
+			req.MaxInputTokens = 50 + rng.Intn(400)
+		}
+		emergency := rng.Intn(6) == 0
+		var res *Result
+		var err error
+		if emergency {
+			res, err = svc.Retry(ctx, req)
+		} else {
+			res, err = svc.Assemble(ctx, req)
+		}
+		name := fmt.Sprintf("case %d (%d messages, budget %d, model %q, emergency %v)", c, len(hist), req.MaxInputTokens, req.Model, emergency)
+		var tl *TooLargeError
+		if errors.As(err, &tl) {
+			if tl.System+tl.Current+tl.Priming <= tl.Budget {
+				t.Fatalf("%s: 413 although system %d + current %d fit in %d", name, tl.System, tl.Current, tl.Budget)
+			}
+			stats["413"]++
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		checkProperties(t, name, req, res, emergency)
+		switch {
+		case res.Degraded:
+			stats["degraded"]++
+		case res.SummaryKind == "llm":
+			stats["summarized"]++
+		case res.Compacted:
+			stats["trimmed only"]++
+		default:
+			stats["untouched"]++
+		}
+	}
+	t.Logf("outcomes over %d random conversations: %v", cases, stats)
+	for _, k := range []string{"413", "degraded", "summarized", "trimmed only", "untouched"} {
+		if stats[k] == 0 {
+			t.Errorf("no case ended %q: the generator does not cover it", k)
+		}
+	}
+}
+
+func checkProperties(t *testing.T, name string, req Request, res *Result, emergency bool) {
+	t.Helper()
+	checkWindow(t, res, req.UserMessage)
+	msgs := res.Messages
+	i := 0
+	if msgs[0].Role == RoleSystem {
+		i = 1
+	}
+	hasSummary := i < len(msgs) && msgs[i].Role == RoleUser && strings.HasPrefix(msgs[i].Content, Marker(res.Language))
+	if hasSummary {
+		i++
+		if emergency {
+			t.Fatalf("%s: emergency window has a summary", name)
+		}
+	}
+	if hasSummary != (res.Summarized > 0) {
+		t.Fatalf("%s: summary present %v but summarized %d", name, hasSummary, res.Summarized)
+	}
+	kept := msgs[i : len(msgs)-1]
+	hist := req.Messages
+	if len(kept) != res.Kept || !reflect.DeepEqual(kept, hist[len(hist)-len(kept):]) && len(kept) > 0 {
+		t.Fatalf("%s: kept history is not a verbatim suffix of the input (%d kept)", name, len(kept))
+	}
+	start := len(hist) - len(kept)
+	if start > 0 && start < len(hist) && hist[start].Role == RoleTool {
+		t.Fatalf("%s: the kept history starts with a tool result whose call was dropped", name)
+	}
+	// The last exchange is kept whole whenever it fits next to the system prompt and the
+	// current message.
+	items := make([]item, len(hist))
+	tk, _ := counter.ByEncoding(res.Tokenizer)
+	for j, m := range hist {
+		items[j] = item{Message: m, tokens: tokens.MessageTokens(tk, m.counted())}
+	}
+	lastEx := buildLayout(items).exchangeStartItem(1)
+	need := res.Tokens.System + res.Tokens.Current + res.Tokens.Priming
+	for _, it := range items[lastEx:] {
+		need += it.tokens
+	}
+	if need <= res.Tokens.Budget && start > lastEx {
+		t.Fatalf("%s: the last exchange (%d tokens with system and current) fits in %d but was cut", name, need, res.Tokens.Budget)
+	}
+	if emergency {
+		if two := buildLayout(items).exchangeStartItem(2); start < two {
+			t.Fatalf("%s: emergency window keeps more than the last 2 exchanges", name)
+		}
+		if res.LLMCalls != 0 {
+			t.Fatalf("%s: emergency window called the LLM", name)
+		}
+	}
+	if res.Degraded && (res.DegradedReason == "" || res.SummaryKind != "extractive" && res.Summarized > 0) {
+		t.Fatalf("%s: degraded without a reason or an extractive summary: %+v", name, res)
+	}
+	if !res.Compacted && res.Kept != len(hist) {
+		t.Fatalf("%s: history dropped without compaction", name)
+	}
+}
