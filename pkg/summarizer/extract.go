@@ -2,10 +2,13 @@ package summarizer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/openai/openai-go/v3"
 
 	"github.com/matememory/matememory/pkg/llm"
 	"github.com/matememory/matememory/pkg/prompt"
@@ -94,7 +97,7 @@ func (p *llmProvider) extract(ctx context.Context, in extractInput) (extractOutp
 		if llm.ContextLengthExceeded(err) {
 			return out, &stepError{transient: false, err: fmt.Errorf("the prompt exceeds the model's context (MEMORY.md, PROFILE.md and the transcript are too long): %w", err)}
 		}
-		return out, &stepError{transient: llm.Transient(err), err: fmt.Errorf("llm call: %w", err)}
+		return out, &stepError{transient: llm.Transient(err), err: fmt.Errorf("llm call: %w%s", err, apiDetail(err))}
 	}
 	ex, err := ParseExtraction(resp.Content)
 	if err != nil {
@@ -173,6 +176,16 @@ func (p offlineProvider) extract(ctx context.Context, in extractInput) (extractO
 			Reason: "offline provider: extractive digest, PROFILE.md and MEMORY.md untouched"},
 		Latency: time.Since(start),
 	}, nil
+}
+
+// apiDetail is the error message an OpenAI-compatible endpoint sent, which openai-go's
+// error text leaves out.
+func apiDetail(err error) string {
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) && apiErr.Message != "" {
+		return " (" + apiErr.Message + ")"
+	}
+	return ""
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -129,8 +129,24 @@ func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, n
 
 // service builds a Service with its own lease owner, as a separate worker process would.
 func (h *harness) service(owner string) *Service {
+	svc, _ := h.serviceConn(owner)
+	return svc
+}
+
+// serviceConn is service whose lease manager uses its own connection, returned so a test
+// can cut it (a worker process dying).
+func (h *harness) serviceConn(owner string) (*Service, *nats.Conn) {
 	h.t.Helper()
-	lm, err := lease.Bucket(context.Background(), h.js, bus.BucketLease, h.set.LeaseTTL, 1, owner)
+	nc, err := h.dialer.Connect("test-service-" + owner)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	lm, err := lease.Bucket(context.Background(), js, bus.BucketLease, h.set.LeaseTTL, 1, owner)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -139,11 +155,16 @@ func (h *harness) service(owner string) *Service {
 	if h.llm != nil {
 		d.LLM = llm.NewOpenAI(h.llmCfg)
 	}
-	return New(d, h.set)
+	return New(d, h.set), nc
 }
 
 // worker starts a worker for svc on its own connection.
 func (h *harness) worker(svc *Service) *Worker {
+	w, _ := h.workerConn(svc)
+	return w
+}
+
+func (h *harness) workerConn(svc *Service) (*Worker, *nats.Conn) {
 	h.t.Helper()
 	nc, err := h.dialer.Connect("test-worker")
 	if err != nil {
@@ -159,7 +180,7 @@ func (h *harness) worker(svc *Service) *Worker {
 	h.mu.Lock()
 	h.workers = append(h.workers, w)
 	h.mu.Unlock()
-	return w
+	return w, nc
 }
 
 func (h *harness) stopWorkers() {
@@ -259,7 +280,13 @@ func (h *harness) file(agentID int64, name string) (workspace.File, bool) {
 
 // snapshot is every live workspace file with its version, the watermarks and the applied
 // effects: what "changes nothing" compares.
-func (h *harness) snapshot() string {
+func (h *harness) snapshot() string { return h.snap(true) }
+
+// fileSnapshot is snapshot without the watermark rows (registering a conversation adds one
+// at message 0 before anything is extracted).
+func (h *harness) fileSnapshot() string { return h.snap(false) }
+
+func (h *harness) snap(withWatermarks bool) string {
 	h.t.Helper()
 	var files []store.WorkspaceFile
 	if err := h.db.DB.Order("agent_id, filename").Find(&files).Error; err != nil {
@@ -276,7 +303,9 @@ func (h *harness) snapshot() string {
 		fmt.Fprintf(&b, "%d %s v%d del=%d %q\n", f.AgentID, f.Filename, f.Version, f.Deleted, f.Content)
 	}
 	for _, w := range wms {
-		fmt.Fprintf(&b, "wm %d %s %d\n", w.AgentID, w.ConversationID, w.LastMessageID)
+		if withWatermarks || w.LastMessageID != 0 {
+			fmt.Fprintf(&b, "wm %d %s %d\n", w.AgentID, w.ConversationID, w.LastMessageID)
+		}
 	}
 	fmt.Fprintf(&b, "effects %d\n", n)
 	return b.String()

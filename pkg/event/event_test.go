@@ -1,0 +1,186 @@
+package event_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	wmnats "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/nats"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/matememory/matememory/pkg/bus"
+	"github.com/matememory/matememory/pkg/bus/bustest"
+	"github.com/matememory/matememory/pkg/event"
+)
+
+func valid() *event.ConversationCompletedEvent {
+	return &event.ConversationCompletedEvent{EventID: "e1", AgentID: 7, ConversationID: "c1", UserMessage: "hello",
+		AssistantReply: "hi", MessageCount: 4, TriggerSource: event.TriggerChannel}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mut    func(e *event.ConversationCompletedEvent)
+		errHas string
+	}{
+		{"valid", func(*event.ConversationCompletedEvent) {}, ""},
+		{"each trigger", func(e *event.ConversationCompletedEvent) { e.TriggerSource = event.TriggerAPI }, ""},
+		{"zero messages", func(e *event.ConversationCompletedEvent) { e.MessageCount = 0 }, ""},
+		{"agent", func(e *event.ConversationCompletedEvent) { e.AgentID = 0 }, "agentId must be a positive number, got 0"},
+		{"negative agent", func(e *event.ConversationCompletedEvent) { e.AgentID = -3 }, "agentId must be a positive number, got -3"},
+		{"conversation", func(e *event.ConversationCompletedEvent) { e.ConversationID = "" }, "conversationId is empty"},
+		{"long conversation", func(e *event.ConversationCompletedEvent) { e.ConversationID = strings.Repeat("x", 129) }, "at most 128"},
+		{"trigger", func(e *event.ConversationCompletedEvent) { e.TriggerSource = "WEB" }, `triggerSource "WEB" is not supported; accepted: web, channel, cron, api`},
+		{"empty trigger", func(e *event.ConversationCompletedEvent) { e.TriggerSource = "" }, `triggerSource "" is not supported`},
+		{"count", func(e *event.ConversationCompletedEvent) { e.MessageCount = -1 }, "messageCount must be 0 or more, got -1"},
+		{"event id", func(e *event.ConversationCompletedEvent) { e.EventID = "a b" }, "may not contain spaces"},
+		{"no event id", func(e *event.ConversationCompletedEvent) { e.EventID = "" }, "eventId is empty"},
+		{"utf8", func(e *event.ConversationCompletedEvent) { e.UserMessage = "\xff" }, "userMessage is not valid UTF-8"},
+		{"inline role", func(e *event.ConversationCompletedEvent) { e.Messages = []event.Message{{Role: "bot"}} }, `messages[0]: role "bot"`},
+		{"inline tool", func(e *event.ConversationCompletedEvent) { e.Messages = []event.Message{{Role: "tool"}} }, "needs toolCallId"},
+		{"several at once", func(e *event.ConversationCompletedEvent) { e.AgentID, e.MessageCount = 0, -1 }, "agentId must be a positive number, got 0; messageCount"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := valid()
+			tc.mut(e)
+			err := e.Validate()
+			if tc.errHas == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			var inv *event.InvalidError
+			if !errors.As(err, &inv) || !strings.Contains(err.Error(), tc.errHas) || inv.HTTPStatus() != 400 {
+				t.Fatalf("err %v, want InvalidError with %q", err, tc.errHas)
+			}
+		})
+	}
+}
+
+func TestNamesMatchBus(t *testing.T) {
+	if event.Stream != bus.StreamEvents || event.SubjectCompleted != bus.SubjectCompleted || event.SubjectSummarize != bus.SubjectSummarize {
+		t.Fatal("pkg/event and pkg/bus disagree")
+	}
+	if event.CompletedSubject(42) != bus.AgentSubject(bus.SubjectCompleted, 42) {
+		t.Fatal("subject format differs")
+	}
+}
+
+func setup(t *testing.T) (bus.Dialer, jetstream.JetStream) {
+	t.Helper()
+	_, d := bustest.Server(t)
+	nc, err := d.Connect("event-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	if _, err := bus.EnsureStream(context.Background(), js, jetstream.StreamConfig{Name: event.Stream,
+		Subjects: []string{"mate.conversation.completed.>", "mate.memory.summarize.>"}, Duplicates: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	return d, js
+}
+
+func TestPublisherAcksAndDeduplicates(t *testing.T) {
+	d, js := setup(t)
+	nc, _ := d.Connect("pub")
+	p, err := event.NewPublisher(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx := context.Background()
+	e := valid()
+	e.EventID = ""
+	ack, err := p.PublishCompleted(ctx, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.EventID == "" || e.OccurredAt.IsZero() || ack.EventID != e.EventID || ack.Stream != event.Stream || ack.Seq != 1 || ack.Duplicate {
+		t.Fatalf("ack %+v event %+v", ack, e)
+	}
+	again, err := p.PublishCompleted(ctx, e)
+	if err != nil || !again.Duplicate || again.Seq != 1 {
+		t.Fatalf("duplicate: %+v %v", again, err)
+	}
+	s, _ := js.Stream(ctx, event.Stream)
+	m, err := s.GetMsg(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Subject != "mate.conversation.completed.7" || m.Header.Get(nats.MsgIdHdr) != e.EventID || m.Header.Get(wmnats.WatermillUUIDHdr) != e.EventID {
+		t.Fatalf("stored %s %v", m.Subject, m.Header)
+	}
+	back, err := event.DecodeCompleted(m.Data)
+	if err != nil || back.EventID != e.EventID || back.AgentID != 7 {
+		t.Fatalf("decode %+v %v", back, err)
+	}
+	if _, err := p.PublishCompleted(ctx, &event.ConversationCompletedEvent{AgentID: 1}); err == nil {
+		t.Fatal("invalid event published")
+	}
+	r := &event.SummarizeRequest{AgentID: 7, ConversationID: "c1"}
+	if ack, err := p.PublishSummarize(ctx, r); err != nil || ack.Seq != 2 || r.RequestID == "" {
+		t.Fatalf("summarize request %+v %v", ack, err)
+	}
+}
+
+func TestPublisherUnavailable(t *testing.T) {
+	ns, d := bustest.Server(t)
+	nc, _ := d.Connect("pub")
+	p, _ := event.NewPublisher(nc, event.WithTimeout(300*time.Millisecond))
+	defer p.Close()
+	// No stream: JetStream cannot store it.
+	if _, err := p.PublishCompleted(context.Background(), valid()); !errors.Is(err, event.ErrUnavailable) {
+		t.Fatalf("no stream: %v", err)
+	}
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	if _, err := p.PublishCompleted(context.Background(), valid()); !errors.Is(err, event.ErrUnavailable) {
+		t.Fatalf("server down: %v", err)
+	}
+}
+
+// A chat service on watermill publishes with watermill-nats' own publisher; the message on
+// the stream is the same: Nats-Msg-Id is the event id, duplicates are dropped.
+func TestWatermillPublisherInterop(t *testing.T) {
+	d, js := setup(t)
+	nc, _ := d.Connect("wm-pub")
+	pub, err := wmnats.NewPublisherWithNatsConn(nc, event.WatermillPublisherConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	e := valid()
+	msg, err := event.WatermillMessage(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := pub.Publish(e.Subject(), msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	s, _ := js.Stream(ctx, event.Stream)
+	info, _ := s.Info(ctx)
+	if info.State.Msgs != 1 {
+		t.Fatalf("%d messages stored, want 1 (deduplicated by event id)", info.State.Msgs)
+	}
+	m, _ := s.GetMsg(ctx, 1)
+	if m.Header.Get(nats.MsgIdHdr) != "e1" {
+		t.Fatalf("Nats-Msg-Id %q", m.Header.Get(nats.MsgIdHdr))
+	}
+	if back, err := event.DecodeCompleted(m.Data); err != nil || back.ConversationID != "c1" {
+		t.Fatalf("decode %+v %v", back, err)
+	}
+	if _, err := event.WatermillMessage(&event.ConversationCompletedEvent{}); err == nil {
+		t.Fatal("invalid event wrapped")
+	}
+}

@@ -1,0 +1,78 @@
+package summarizer
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/matememory/matememory/pkg/store"
+)
+
+func TestParseExtraction(t *testing.T) {
+	full := `{"should_update":true,"reason":"r","daily_entry":"- d","memory_update":"m","profile_update":"p"}`
+	tests := []struct {
+		name   string
+		in     string
+		want   Extraction
+		errHas string
+	}{
+		{"plain", full, Extraction{true, "r", "- d", "m", "p"}, ""},
+		{"fenced", "```json\n" + full + "\n```", Extraction{true, "r", "- d", "m", "p"}, ""},
+		{"prose around", "Here is the result:\n" + full + "\nHope this helps {really}.", Extraction{true, "r", "- d", "m", "p"}, ""},
+		{"braces in prose before", "Use {curly} braces. " + full, Extraction{true, "r", "- d", "m", "p"}, ""},
+		{"nulls and missing", `{"should_update": false, "reason": null}`, Extraction{}, ""},
+		{"string boolean", `{"should_update":"true","daily_entry":"x"}`, Extraction{ShouldUpdate: true, DailyEntry: "x"}, ""},
+		{"braces inside strings", `{"should_update":true,"daily_entry":"- a {b} \"c\" }"}`, Extraction{ShouldUpdate: true, DailyEntry: `- a {b} "c" }`}, ""},
+		{"wrong types", `{"should_update":1,"daily_entry":["x"]}`, Extraction{}, "should_update must be true or false, got 1; daily_entry must be a string"},
+		{"no json", "I cannot help with that.", Extraction{}, "no JSON object"},
+		{"cut off", `{"should_update":true,"daily_entry":"- a`, Extraction{}, "no JSON object"},
+		{"other object", `{"answer": 42}`, Extraction{}, "no JSON object"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseExtraction(tc.in)
+			if tc.errHas != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.errHas) {
+					t.Fatalf("err %v, want %q", err, tc.errHas)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Fatalf("got %+v want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTranscript(t *testing.T) {
+	msgs := []store.Message{
+		{ConversationID: "a", Role: "user", Content: "  hello  "},
+		{ConversationID: "a", Role: "assistant", Content: strings.Repeat("é", 2001)},
+		{ConversationID: "b", Role: "user", Content: "second"},
+	}
+	zh := Transcript("zh", msgs)
+	want := "### 对话 a\n用户: hello\n助手: " + strings.Repeat("é", 2000) + "... [截断]\n\n### 对话 b\n用户: second"
+	if zh != want {
+		t.Fatalf("zh transcript\n%q\nwant\n%q", zh, want)
+	}
+	en := Transcript("en", msgs[:1])
+	if en != "User: hello" {
+		t.Fatalf("en single conversation: %q", en)
+	}
+	// Exactly 2000 characters is not cut.
+	if got := truncateRunes(strings.Repeat("字", 2000), MaxMessageRunes, "X"); strings.HasSuffix(got, "X") {
+		t.Fatal("2000 characters cut")
+	}
+}
+
+func TestEffectKeyDependsOnlyOnRanges(t *testing.T) {
+	a := effectKey(1, []span{{"c1", 0, 10}, {"c2", 4, 9}})
+	b := effectKey(1, []span{{"c2", 4, 9}, {"c1", 0, 10}})
+	c := effectKey(1, []span{{"c1", 0, 11}, {"c2", 4, 9}})
+	d := effectKey(2, []span{{"c1", 0, 10}, {"c2", 4, 9}})
+	if a != b || a == c || a == d || len(a) > 191 {
+		t.Fatalf("keys %s %s %s %s", a, b, c, d)
+	}
+}
