@@ -177,7 +177,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 
 // agentHooks are run when an agent is first seen (in the same transaction).
 func (a *App) agentHooks() []workspace.Option {
-	return nil
+	return []workspace.Option{a.consolidationHook()}
 }
 
 // newWorkspace builds the workspace service as every process uses it (mcp-stdio too, which
@@ -202,6 +202,9 @@ func (a *App) build(ctx context.Context) error {
 	rest.RegisterTools(a.HTTP, a.Tools)
 	mcpserver.Register(a.HTTP, a.Tools, a.Log)
 	if err := a.buildWindow(ctx); err != nil {
+		return err
+	}
+	if err := a.buildEmergence(ctx); err != nil {
 		return err
 	}
 	return nil

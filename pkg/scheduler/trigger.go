@@ -7,6 +7,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/bus"
 	"github.com/matememory/matememory/pkg/emergence"
+	"github.com/matememory/matememory/pkg/event"
 )
 
 // TriggerStream holds agent triggers, mate.agent.trigger.<agentId>, for chat services.
@@ -15,7 +16,7 @@ const TriggerStream = "MATE_AGENT_TRIGGERS"
 // TriggerSourceCron marks a conversation started by a cron job; the summarizer skips such
 // conversations when mate.memory.skip-cron-conversations is true (the spec's rule against
 // recursion), so a chat service must pass it on as the conversation's triggerSource.
-const TriggerSourceCron = "cron"
+const TriggerSourceCron = event.TriggerCron
 
 // Trigger is what a cron job of task type "text" sends, on mate.agent.trigger.<agentId>:
 // MateClaw's way of giving the agent a message of its own at a scheduled time. A chat service

@@ -1,0 +1,149 @@
+package emergence
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/matememory/matememory/pkg/httpapi"
+	"github.com/matememory/matememory/pkg/store"
+)
+
+// Trigger is the manual trigger: it puts a request on MATE_EMERGENCE, so it goes through
+// the same worker path as a cron slot (the same lease, guard and ledger), and waits for the
+// worker's outcome on a request/reply inbox.
+type Trigger struct {
+	js      jetstream.JetStream
+	nc      *nats.Conn
+	timeout time.Duration
+	now     func() time.Time
+}
+
+// DefaultWait is how long the manual trigger waits for the outcome by default.
+const DefaultWait = 150 * time.Second
+
+// maxWait bounds ?waitSeconds=.
+const maxWait = 10 * time.Minute
+
+// NewTrigger builds the manual trigger; wait is how long a request waits for the outcome
+// (DefaultWait when 0). js must be on nc.
+func NewTrigger(js jetstream.JetStream, wait time.Duration) *Trigger {
+	if wait <= 0 {
+		wait = DefaultWait
+	}
+	return &Trigger{js: js, nc: js.Conn(), timeout: wait, now: time.Now}
+}
+
+// Result is the manual trigger's answer.
+type Result struct {
+	// Status is completed, skipped (refused rewrites included, with the reason), or pending
+	// when the wait ran out before the worker finished.
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+	// RunStatus is the ledger status (completed, skipped, refused).
+	RunStatus string `json:"runStatus,omitempty"`
+	RunID     string `json:"runId,omitempty"`
+	RequestID string `json:"requestId"`
+}
+
+// ErrFailed is matched by the manual trigger's failure (HTTP 500 "记忆整合失败: ...").
+var ErrFailed = errors.New("emergence failed")
+
+// Run publishes a manual request for agentID and waits up to wait for the first final
+// outcome. A failed attempt returns an error wrapping ErrFailed, whose text is the spec's
+// "记忆整合失败: <reason>".
+func (t *Trigger) Run(ctx context.Context, agentID int64, wait time.Duration) (Result, error) {
+	if wait <= 0 {
+		wait = t.timeout
+	}
+	req := Request{RequestID: "manual:" + uuid.NewString(), AgentID: agentID, Source: SourceManual,
+		ReplyTo: t.nc.NewRespInbox(), CreatedAt: t.now().UTC()}
+	res := Result{RequestID: req.RequestID}
+	// Subscribe before publishing, so the outcome cannot arrive unheard.
+	sub, err := t.nc.SubscribeSync(req.ReplyTo)
+	if err != nil {
+		return res, failedf("subscribe for the outcome: %v", err)
+	}
+	defer sub.Unsubscribe()
+	if _, err := Publish(ctx, t.js, req); err != nil {
+		return res, failedf("%v", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	m, err := sub.NextMsgWithContext(wctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		res.Status = "pending"
+		res.Reason = fmt.Sprintf("no outcome after %s: the request is queued or running (waiting for the agent's lease, a worker or the model); it will still run, and its outcome will be in the run ledger under event id %s", wait, req.RequestID)
+		return res, nil
+	}
+	var out Outcome
+	if err := json.Unmarshal(m.Data, &out); err != nil {
+		return res, failedf("unreadable outcome: %v", err)
+	}
+	res.RunID, res.RunStatus, res.Reason = out.RunID, out.Status, out.Reason
+	switch out.Status {
+	case store.RunCompleted:
+		res.Status = store.RunCompleted
+	case store.RunSkipped:
+		res.Status = store.RunSkipped
+	case store.RunRefused:
+		res.Status, res.Reason = store.RunSkipped, "refused: "+out.Reason
+	default:
+		reason := out.Reason
+		if out.Retrying {
+			reason += " (the request will be retried; see the run ledger under event id " + req.RequestID + ")"
+		}
+		return res, failedf("%s", reason)
+	}
+	return res, nil
+}
+
+// failedError is the spec's failure answer: HTTP 500 with msg "记忆整合失败: <reason>".
+type failedError struct{ msg string }
+
+func failedf(format string, args ...any) error {
+	return &failedError{msg: "记忆整合失败: " + fmt.Sprintf(format, args...)}
+}
+
+func (e *failedError) Error() string        { return e.msg }
+func (e *failedError) Is(target error) bool { return target == ErrFailed }
+func (e *failedError) HTTPStatus() int      { return http.StatusInternalServerError }
+
+// RegisterHTTP adds the spec's manual trigger, POST /api/v1/memory/{agentId}/emergence.
+func RegisterHTTP(s *httpapi.Server, t *Trigger) {
+	s.Handle("POST /api/v1/memory/{agentId}/emergence",
+		`Consolidate the agent's recent daily notes into MEMORY.md now, through the emergence worker; answers {"status":"completed"|"skipped","reason":...}, {"code":500,"msg":"记忆整合失败: ..."}, or 202 {"status":"pending"} when ?waitSeconds= (default 150) runs out first`,
+		func(r *http.Request) (any, error) {
+			id, err := httpapi.AgentID(r)
+			if err != nil {
+				return nil, err
+			}
+			wait := t.timeout
+			if raw := r.URL.Query().Get("waitSeconds"); raw != "" {
+				n, err := strconv.Atoi(raw)
+				if err != nil || n < 1 || time.Duration(n)*time.Second > maxWait {
+					return nil, httpapi.BadRequest("waitSeconds must be a whole number from 1 to %d, got %q", int(maxWait.Seconds()), raw)
+				}
+				wait = time.Duration(n) * time.Second
+			}
+			res, err := t.Run(r.Context(), id, wait)
+			if err != nil {
+				return nil, err
+			}
+			if res.Status == "pending" {
+				return httpapi.Accepted(res), nil
+			}
+			return res, nil
+		})
+}
