@@ -562,3 +562,36 @@ func TestParseReply(t *testing.T) {
 		}
 	}
 }
+
+// The durable consumer outlives its workers: a request published while no worker runs is
+// handled by the next one to start.
+func TestRequestsWaitForAWorker(t *testing.T) {
+	db := storetest.SQLite(t)
+	var f *fixture
+	f = newFixture(t, db, func(llmtest.Received) llmtest.Reply {
+		return llmtest.Reply{Content: jsonReply(true, "merge", f.memory(13).Content+"\n- consolidated\n")}
+	})
+	f.write(13, "memory/2026-04-03.md", "# 2026-04-03\n\n- note\n")
+	f.worker.Stop()
+	ctx := context.Background()
+	if _, err := f.js.Consumer(ctx, emergence.Stream, emergence.Consumer); err != nil {
+		t.Fatalf("durable consumer gone after the worker stopped: %v", err)
+	}
+	if _, err := emergence.Publish(ctx, f.js, emergence.Request{RequestID: "cron:2:2026-04-03T02:00:00Z", AgentID: 13, Source: emergence.SourceCron}); err != nil {
+		t.Fatal(err)
+	}
+	leases, err := lease.Bucket(ctx, f.connect("worker-2"), bus.BucketLease, leaseTTL, 1, "emergence-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w2 := emergence.NewWorker(f.connect("worker-2js"), f.ws, f.ledger, leases, llm.NewOpenAI(f.fake.Config()), prompt.NewLoader(""), f.cfg,
+		emergence.WithClock(func() time.Time { return today }), emergence.WithLogger(f.quiet))
+	if err := w2.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w2.Stop)
+	waitFor(t, "the new worker to consolidate", func() bool {
+		runs := f.runs(13)
+		return len(runs) == 1 && runs[0].Status == store.RunCompleted && runs[0].EventID == "cron:2:2026-04-03T02:00:00Z"
+	})
+}

@@ -273,7 +273,7 @@ func (s *Scheduler) run(ctx context.Context, mgr *lease.Manager, done chan struc
 			}
 		}
 		if held != nil {
-			s.Tick(held.Context())
+			s.tick(held.Context())
 		}
 		select {
 		case <-ctx.Done():
@@ -283,10 +283,8 @@ func (s *Scheduler) run(ctx context.Context, mgr *lease.Manager, done chan struc
 	}
 }
 
-// Tick fires every due slot once. It is what the loop runs while leader; callers other than
-// the loop (tests) must not run it concurrently with a running scheduler of the same
-// leader bucket unless they mean to race it.
-func (s *Scheduler) Tick(ctx context.Context) {
+// tick fires every due slot once; the loop runs it while leader.
+func (s *Scheduler) tick(ctx context.Context) {
 	s.ticks.Add(1)
 	now := s.now().UTC()
 	for ctx.Err() == nil {
