@@ -88,14 +88,18 @@ type ConversationCompletedEvent struct {
 	Messages []Message `json:"messages,omitempty"`
 }
 
-// SummarizeRequest asks for an extraction of one conversation now (the manual summarize
-// endpoint). ReplyTo, when set, is a core NATS subject the worker answers on with an Outcome.
+// SummarizeRequest asks for an extraction of one conversation: from the manual summarize
+// endpoint (with ReplyTo: a core NATS subject the worker answers on with an Outcome; the
+// cooldown does not apply) or from the context window when it evicts messages not yet
+// extracted (Reason "context-eviction", no ReplyTo: coalesced under the cooldown like an
+// event).
 type SummarizeRequest struct {
 	RequestID      string    `json:"requestId"`
 	AgentID        int64     `json:"agentId"`
 	ConversationID string    `json:"conversationId"`
 	RequestedAt    time.Time `json:"requestedAt"`
 	ReplyTo        string    `json:"replyTo,omitempty"`
+	Reason         string    `json:"reason,omitempty"`
 }
 
 // Outcome is what a worker answers to a SummarizeRequest with a ReplyTo.

@@ -141,7 +141,7 @@ func (s *Service) replayOne(ctx context.Context, msg jetstream.Msg, dryRun bool)
 	if err != nil {
 		return "invalid", err.Error()
 	}
-	job.Replay = true
+	job.Replay, job.Urgent = true, true
 	if dryRun {
 		return s.Plan(ctx, job)
 	}

@@ -162,10 +162,16 @@ type Job struct {
 	ConversationID string
 	// Event is the completed event (nil for a manual request).
 	Event *event.ConversationCompletedEvent
-	// Manual is a summarize request from the API: the event pre-checks and the cooldown do
-	// not apply, and the requested conversation is extracted completely.
+	// Manual is a summarize request rather than an event: the event pre-checks do not
+	// apply (the stored-message minimum does).
 	Manual bool
-	// Replay is an operator replay: the cooldown does not apply.
+	// Urgent means someone waits for the outcome (the manual summarize endpoint, an
+	// operator replay): the cooldown does not apply, a held lease is retried soon, and the
+	// conversation is extracted completely. A request without a reply subject (the context
+	// window's flush when it evicts unextracted messages) is not urgent: it honours the
+	// cooldown and is coalesced like an event.
+	Urgent bool
+	// Replay is an operator replay (recorded as such in the ledger).
 	Replay bool
 	// Attempt is the delivery number (1 for the first); LastAttempt is true when no
 	// redelivery will follow, so a result that wants a retry is dead-lettered instead.
@@ -180,7 +186,8 @@ func JobFromEvent(e *event.ConversationCompletedEvent) Job {
 
 // JobFromRequest builds the job of a manual summarize request.
 func JobFromRequest(r *event.SummarizeRequest) Job {
-	return Job{EventID: r.RequestID, AgentID: r.AgentID, ConversationID: r.ConversationID, Manual: true, Attempt: 1}
+	return Job{EventID: r.RequestID, AgentID: r.AgentID, ConversationID: r.ConversationID, Manual: true,
+		Urgent: r.ReplyTo != "", Attempt: 1}
 }
 
 // Result is what became of a job; the worker maps it to ack, NAK with Delay, or dead letter.
@@ -310,7 +317,7 @@ func (s *Service) handle(ctx context.Context, job Job, run *ledger.Run) Result {
 	if r, done := s.coveredResult(ctx, job, last); done {
 		return r
 	}
-	if !job.Manual && !job.Replay {
+	if !job.Urgent {
 		if r, wait := s.cooldownResult(ctx, job.AgentID); wait {
 			return r
 		}
@@ -341,7 +348,7 @@ func (s *Service) handle(ctx context.Context, job Job, run *ledger.Run) Result {
 	if r, done := s.coveredResult(wctx, job, last); done {
 		return r
 	}
-	if !job.Manual && !job.Replay {
+	if !job.Urgent {
 		// Another worker may have finished (and set the cooldown) between our first check and
 		// our lease.
 		if r, wait := s.cooldownResult(wctx, job.AgentID); wait {
@@ -351,12 +358,12 @@ func (s *Service) handle(ctx context.Context, job Job, run *ledger.Run) Result {
 	var res Result
 	for round := 0; ; round++ {
 		res = s.extract(wctx, l, job, run, last)
-		if res.Retry || res.DeadLetter || res.Covered || !job.Manual || round >= maxManualRounds {
+		if res.Retry || res.DeadLetter || res.Covered || !job.Urgent || round >= maxManualRounds {
 			break
 		}
-		// A manual request extracts its conversation completely, one transcript budget at a time.
+		// An urgent request extracts its conversation completely, one transcript budget at a time.
 	}
-	if !res.Covered && !res.Retry && !res.DeadLetter && !job.Manual {
+	if !res.Covered && !res.Retry && !res.DeadLetter && !job.Urgent {
 		// The conversation had more new messages than one transcript holds: the rest goes
 		// into the next extraction after the cooldown.
 		res.Retry, res.Deferral = true, "backlog"
@@ -403,7 +410,7 @@ func (s *Service) coveredResult(ctx context.Context, job Job, last int64) (Resul
 
 func (s *Service) leaseDelay(job Job) time.Duration {
 	d := s.backoff(job.Attempt)
-	if job.Manual || job.Replay {
+	if job.Urgent {
 		return min(d, 2*time.Second)
 	}
 	// The holder, if a summarizer, sets a cooldown when it finishes: waiting about a
