@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/matememory/matememory/pkg/config"
+	"github.com/matememory/matememory/pkg/cronjob"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/tool"
 	"github.com/matememory/matememory/pkg/workspace"
@@ -122,6 +123,14 @@ func TestMCPStdio(t *testing.T) {
 	}
 	if len(hist) == 0 || hist[0].Actor != store.ActorTool {
 		t.Fatalf("history = %+v", hist)
+	}
+	// First seen over stdio, the agent got what every new agent gets: its consolidation job.
+	var jobs []store.CronJob
+	if err := db.Where("agent_id = ?", 4).Find(&jobs).Error; err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 1 || jobs[0].Name != cronjob.ConsolidationName || jobs[0].TaskType != cronjob.TaskEmergence {
+		t.Fatalf("cron jobs of agent 4 = %+v, want its consolidation job", jobs)
 	}
 }
 

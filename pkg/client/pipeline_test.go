@@ -111,6 +111,27 @@ func TestPublishCompletion(t *testing.T) {
 	if run.AgentID != 1 || run.Kind != "summarize" || run.Status == "" {
 		t.Fatalf("run = %+v", run)
 	}
+	// No LLM is configured here: the offline provider's digest names the conversation in its
+	// daily entry, which must be there once although the event was published twice.
+	if run.Status != "completed" || run.Provider != "offline" {
+		t.Fatalf("run = %+v, want a completed run of the offline provider", run)
+	}
+	var daily string
+	for _, f := range run.FilesChanged {
+		if strings.HasPrefix(f, "memory/") {
+			daily = f
+		}
+	}
+	if daily == "" {
+		t.Fatalf("completed run changed no daily note: %+v", run)
+	}
+	f, err := c.ReadFile(ctx(t), 1, daily)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(f.Content, "c-pub"); n != 1 {
+		t.Fatalf("%s mentions the conversation %d times, want once:\n%s", daily, n, f.Content)
+	}
 }
 
 func TestSummarize(t *testing.T) {
