@@ -27,7 +27,7 @@ func (a *App) buildWindow(ctx context.Context) error {
 	// the others wait that long before degrading.
 	lockTTL := config.Seconds(m.LLM.TimeoutSeconds) + 30*time.Second
 	svc, err := window.New(ctx, m.Agent.Conversation.Window, window.Deps{
-		JS: a.JS, History: a.Messages, Workspace: a.Workspace, Watermarks: window.StoreWatermarks{DB: a.DB},
+		JS: a.JS, History: window.StoreHistory{DB: a.DB}, Workspace: a.Workspace, Watermarks: window.StoreWatermarks{DB: a.DB},
 		LLM: client, Prompts: prompt.NewLoader(m.Prompts.Dir), Counter: tokens.NewCounter(), Log: a.Log,
 	}, window.WithReplicas(m.NATS.Replicas), window.WithRegisterer(a.Registry), window.WithLockTTL(lockTTL),
 		window.WithClock(a.Now))

@@ -127,23 +127,34 @@ func TestContextWindowDoneWhen(t *testing.T) {
 		if last := m[len(m)-1]; last.Role != "user" || last.Content != "现在进度如何？" {
 			t.Fatalf("current message is not last: %+v", last)
 		}
-		calls := fake.Calls.Load()
-		if calls == 0 || int64(res.LLMCalls) != calls {
-			t.Fatalf("LLM calls: fake saw %d, result says %d", calls, res.LLMCalls)
+		// The all-in-one process also runs the summarizer, which the eviction flush wakes up
+		// and which uses the same LLM: count the context-summary calls only.
+		summaryCalls := func() int {
+			n := 0
+			for _, r := range fake.Received() {
+				if len(r.Messages) > 0 && strings.Contains(r.Messages[0].Content, "对话上下文压缩助手") {
+					n++
+				}
+			}
+			return n
+		}
+		calls := summaryCalls()
+		if calls == 0 || res.LLMCalls != calls || !res.FlushRequested {
+			t.Fatalf("LLM calls: fake saw %d, result says %d; flush %v %s", calls, res.LLMCalls, res.FlushRequested, res.FlushReason)
 		}
 
 		var again window.Result
 		postJSON(t, url, req, &again)
-		if fake.Calls.Load() != calls || !again.CacheHit || again.Messages[1].Content != m[1].Content {
-			t.Fatalf("the same request made a new LLM call (%d → %d) or missed the cache", calls, fake.Calls.Load())
+		if summaryCalls() != calls || again.LLMCalls != 0 || !again.CacheHit || again.Messages[1].Content != m[1].Content || again.HistoryRead >= 2000 {
+			t.Fatalf("the same request made a new LLM call (%d → %d) or missed the cache", calls, summaryCalls())
 		}
 
 		var retry window.Result
 		postJSON(t, url+"/retry", req, &retry)
 		rm := retry.Messages
-		if !retry.Emergency || retry.Kept != 4 || len(rm) != 6 || fake.Calls.Load() != calls ||
+		if !retry.Emergency || retry.Kept != 4 || len(rm) != 6 || summaryCalls() != calls || retry.LLMCalls != 0 ||
 			rm[1].Content != all[1996]["content"] || rm[4].Content != all[1999]["content"] {
-			t.Fatalf("retry: kept %d, %d messages, calls %d", retry.Kept, len(rm), fake.Calls.Load())
+			t.Fatalf("retry: kept %d, %d messages, calls %d", retry.Kept, len(rm), summaryCalls())
 		}
 	})
 }

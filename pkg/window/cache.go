@@ -36,6 +36,12 @@ type summaryEntry struct {
 	TokensIn  int       `json:"tokensIn,omitempty"`
 	TokensOut int       `json:"tokensOut,omitempty"`
 	Written   time.Time `json:"written"`
+	// Chain is the full chained hash of the covered messages, so the next summary can
+	// continue the chain without reading them again.
+	Chain string `json:"chain,omitempty"`
+	// Encoding and PrefixTokens: what the covered messages cost with that tokenizer.
+	Encoding     string `json:"encoding,omitempty"`
+	PrefixTokens int    `json:"prefixTokens,omitempty"`
 }
 
 type headEntry struct {

@@ -45,6 +45,20 @@ func (c *countCache) count(tk tokens.Tokenizer, h [32]byte, m Message) int {
 	return n
 }
 
+// text counts a bare text (the workspace injection) through the cache.
+func (c *countCache) text(tk tokens.Tokenizer, s string) int {
+	if s == "" {
+		return 0
+	}
+	m := Message{Content: s}
+	return c.count(tk, contentHash(m), m) - tokens.MessageTokens(tk, tokens.Message{})
+}
+
+// message counts a message that is not part of the history (system, summary, current).
+func (c *countCache) message(tk tokens.Tokenizer, m Message) int {
+	return c.count(tk, contentHash(m), m)
+}
+
 func (c *countCache) put(k countKey, n int) {
 	if len(c.cur) >= c.max {
 		c.old, c.cur = c.cur, make(map[countKey]int, c.max/4)

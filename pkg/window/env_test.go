@@ -97,7 +97,7 @@ func (e *env) replica(name string, o replicaOpts) *replica {
 		client = llm.NewOpenAI(e.llm.Config())
 	}
 	svc, err := New(context.Background(), o.cfg, Deps{
-		JS: e.connect(name), History: e.msgs, Workspace: ws, Watermarks: StoreWatermarks{DB: e.db.DB},
+		JS: e.connect(name), History: StoreHistory{DB: e.db.DB}, Workspace: ws, Watermarks: StoreWatermarks{DB: e.db.DB},
 		LLM: client, Counter: counter, Log: slog.New(slog.DiscardHandler),
 	}, append([]Option{WithOwner(name)}, o.opts...)...)
 	if err != nil {

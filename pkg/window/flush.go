@@ -65,12 +65,12 @@ func flushID(agentID int64, conversationID string, lastID int64) string {
 	return fmt.Sprintf("ctx-evict-%d-%s-%d", agentID, hex.EncodeToString(h[:8]), lastID)
 }
 
-// flush asks the summarizer to extract hist[:evicted] before it leaves the window, unless
-// the watermark shows it already has.
+// flush asks the summarizer to extract the messages before hist[evicted] before they leave
+// the window, unless the watermark shows it already has.
 func (s *Service) flush(ctx context.Context, a *assembly, evicted int) {
 	r := a.res
 	switch {
-	case evicted == 0:
+	case a.offset+evicted == 0:
 		return
 	case a.req.Inline:
 		r.FlushReason = "history was given inline: there are no stored messages for the summarizer to extract"
@@ -82,7 +82,10 @@ func (s *Service) flush(ctx context.Context, a *assembly, evicted int) {
 		r.FlushReason = "no JetStream connection"
 		return
 	}
-	lastID := a.hist[evicted-1].id
+	lastID := a.pre.lastIDOr(0)
+	if evicted > 0 {
+		lastID = a.hist[evicted-1].id
+	}
 	mark, err := s.marks.LastExtracted(ctx, a.req.AgentID, a.req.ConversationID)
 	if err != nil {
 		r.FlushReason = err.Error()
@@ -118,4 +121,11 @@ func (s *Service) flush(ctx context.Context, a *assembly, evicted int) {
 	r.FlushReason = fmt.Sprintf("messages up to id %d were not extracted yet (watermark %d)", lastID, mark)
 	s.stats.flushes.Add(1)
 	s.metrics.flushes.WithLabelValues("published").Inc()
+}
+
+func (e *summaryEntry) lastIDOr(def int64) int64 {
+	if e == nil {
+		return def
+	}
+	return e.LastID
 }

@@ -2,6 +2,7 @@ package window
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -159,18 +160,19 @@ func extract(lang string, tk tokens.Tokenizer, maxTokens int, prev string, msgs 
 // whole units (a tool call with its results), ends at an exchange boundary when it can, and
 // stays under the chunk token budget. Each intermediate result is cached as the summary of
 // its own prefix, so an interrupted compaction resumes where it stopped.
-func (s *Service) computeSummary(ctx context.Context, a *assembly, prev string, from, to int,
+func (s *Service) computeSummary(ctx context.Context, a *assembly, prev summaryEntry, from, to int,
 	renew func(context.Context) error) (summaryEntry, error) {
-	e := summaryEntry{Text: prev, Covers: from, Language: a.lang}
+	e := prev
 	for from < to {
 		end := a.chunkEnd(from, to, s.chunkTokens)
 		text, resp, err := s.summarizeChunk(ctx, a.lang, e.Text, a.hist[from:end])
 		a.res.LLMCalls++
 		if err != nil {
-			return e, fmt.Errorf("summarize messages %d-%d: %w", from+1, end, err)
+			return e, fmt.Errorf("summarize messages %d-%d: %w", a.offset+from+1, a.offset+end, err)
 		}
-		e = summaryEntry{Text: text, Covers: end, LastID: a.hist[end-1].id, Language: a.lang,
-			Model: resp.Model, TokensIn: e.TokensIn + resp.TokensIn, TokensOut: e.TokensOut + resp.TokensOut}
+		e = summaryEntry{Text: text, Covers: a.offset + end, LastID: a.hist[end-1].id, Language: a.lang,
+			Model: resp.Model, TokensIn: e.TokensIn + resp.TokensIn, TokensOut: e.TokensOut + resp.TokensOut,
+			Encoding: a.tk.Name(), PrefixTokens: a.offsetTokens + a.tokensOf(0, end), Chain: hex.EncodeToString(a.chain[end][:])}
 		if end < to {
 			if s.cache != nil {
 				_ = s.cache.store(ctx, a.ck, a.chainHex(end), e)

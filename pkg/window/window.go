@@ -254,6 +254,9 @@ type Result struct {
 	// HistoryMessages is how many history messages there were. Summarized + Trimmed + Kept
 	// always equals it: nothing disappears unaccounted.
 	HistoryMessages int `json:"historyMessages"`
+	// HistoryRead is how many messages were read: fewer than HistoryMessages when the early
+	// history is covered by a cached summary and only the messages after it were read.
+	HistoryRead int `json:"historyRead"`
 	// CurrentFromHistory: the last stored message was the current user message itself (the
 	// chat service stored it before asking), so it is used once, last.
 	CurrentFromHistory bool `json:"currentFromHistory,omitempty"`
@@ -296,8 +299,16 @@ type assembly struct {
 	chain  [][32]byte
 	exSet  map[int]bool
 	res    *Result
+	counts *countCache
 	sysTok int
 	curTok int
+	// When the history was resumed from a cached summary (stored history only), offset
+	// messages before hist are not loaded: pre summarizes them, preChain is their chained
+	// hash and offsetTokens what they cost.
+	offset       int
+	pre          *summaryEntry
+	preChain     [32]byte
+	offsetTokens int
 }
 
 // Assemble builds the context window for req, compacting as the spec describes.
@@ -328,7 +339,7 @@ func (s *Service) assemble(ctx context.Context, req Request, emergency bool) (*R
 	if err != nil {
 		return nil, err
 	}
-	a := &assembly{req: req, lang: "zh", res: &Result{Model: req.Model, Emergency: emergency}}
+	a := &assembly{req: req, lang: "zh", res: &Result{Model: req.Model, Emergency: emergency}, counts: s.counts}
 	if agent.Language == "en" {
 		a.lang = "en"
 	}
@@ -338,35 +349,38 @@ func (s *Service) assemble(ctx context.Context, req Request, emergency bool) (*R
 		a.warn("exact tokenizer unavailable, estimating: %v", err)
 	}
 	a.res.Tokenizer, a.res.Exact = a.tk.Name(), a.tk.Exact()
-	if err := s.loadHistory(ctx, a); err != nil {
-		return nil, err
-	}
-	for i := range a.hist {
-		a.hist[i].hash = contentHash(a.hist[i].Message)
-		a.hist[i].tokens = s.counts.count(a.tk, a.hist[i].hash, a.hist[i].Message)
-	}
-	a.lay = buildLayout(a.hist)
 	a.ck = conversationKey(req.AgentID, req.ConversationID, a.lang)
 
 	sys := Message{Role: RoleSystem, Content: joinSystem(req.SystemPrompt, injection)}
 	if sys.Content != "" {
-		a.sysTok = tokens.MessageTokens(a.tk, sys.counted())
+		a.sysTok = s.counts.message(a.tk, sys)
 	}
 	cur := Message{Role: RoleUser, Content: req.UserMessage}
-	a.curTok = tokens.MessageTokens(a.tk, cur.counted())
+	a.curTok = s.counts.message(a.tk, cur)
 	budget := req.MaxInputTokens
 	if budget == 0 {
 		budget = s.cfg.DefaultMaxInputTokens
 	}
 	t := &a.res.Tokens
 	t.Budget, t.System, t.Current, t.Priming = budget, a.sysTok, a.curTok, tokens.ReplyPriming
-	t.Workspace = a.tk.Count(injection)
+	t.Workspace = s.counts.text(a.tk, injection)
 	t.Trigger = int(float64(budget) * s.cfg.CompactTriggerRatio)
 	base := a.sysTok + a.curTok + tokens.ReplyPriming
 	if base > budget {
 		return nil, &TooLargeError{System: a.sysTok, Workspace: t.Workspace, Current: a.curTok, Priming: tokens.ReplyPriming, Budget: budget}
 	}
-	histTok := a.tokensOf(0, len(a.hist))
+
+	resumed := false
+	if !emergency {
+		resumed = s.resume(ctx, a, base, t.Trigger)
+	}
+	if !resumed {
+		if err := s.loadHistory(ctx, a); err != nil {
+			return nil, err
+		}
+		a.countHistory(s.counts)
+	}
+	histTok := a.offsetTokens + a.tokensOf(0, len(a.hist))
 	t.Before = base + histTok
 
 	keepFrom := 0
@@ -377,6 +391,9 @@ func (s *Service) assemble(ctx context.Context, req Request, emergency bool) (*R
 	case base+histTok > t.Trigger:
 		keepFrom, sum = s.compact(ctx, a, base, t.Trigger)
 	}
+	if a.offset > 0 && sum == nil {
+		return nil, fmt.Errorf("context of %s: resumed from a summary that was then not used", req.ConversationID) // cannot happen: compact returns the floor
+	}
 
 	// Trim to fit: whole units from the front, down to the last exchange; then the summary;
 	// then, only if the last exchange alone is too big, units of it too (fitting wins: a
@@ -385,7 +402,7 @@ func (s *Service) assemble(ctx context.Context, req Request, emergency bool) (*R
 	var sumMsg Message
 	if sum != nil {
 		sumMsg = Message{Role: RoleUser, Content: Marker(a.lang) + "\n" + sum.Text}
-		sumTok = tokens.MessageTokens(a.tk, sumMsg.counted())
+		sumTok = s.counts.message(a.tk, sumMsg)
 	}
 	kept := a.tokensOf(keepFrom, len(a.hist))
 	lastEx := a.lay.exchangeStartItem(1)
@@ -425,10 +442,11 @@ func (s *Service) assemble(ctx context.Context, req Request, emergency bool) (*R
 		r.Messages = append(r.Messages, it.Message)
 	}
 	r.Messages = append(r.Messages, cur)
-	r.HistoryMessages = len(a.hist)
+	r.HistoryMessages = a.offset + len(a.hist)
+	r.HistoryRead = len(a.hist)
 	r.Kept = len(a.hist) - keepFrom
-	r.Trimmed = keepFrom - r.Summarized
-	r.Compacted = keepFrom > 0
+	r.Trimmed = a.offset + keepFrom - r.Summarized
+	r.Compacted = a.offset+keepFrom > 0
 	t.Summary, t.History = sumTok, kept
 	t.Total = base + sumTok + kept
 	if r.Degraded {
@@ -461,40 +479,46 @@ func (s *Service) loadHistory(ctx context.Context, a *assembly) error {
 			a.hist[i] = item{Message: m, id: row.ID}
 		}
 	}
-	// A chat service often stores the user's message before asking for the context: the
-	// current message is then the last history message, and is used once, last.
-	if n := len(a.hist); n > 0 {
-		last := a.hist[n-1]
-		if last.Role == RoleUser && last.Name == "" && last.Content == a.req.UserMessage {
-			a.hist = a.hist[:n-1]
-			a.res.CurrentFromHistory = true
-		}
-	}
+	a.hist = a.dedupeCurrent(a.hist)
 	return nil
 }
 
+// dedupeCurrent: a chat service often stores the user's message before asking for the
+// context; the current message is then the last history message, and is used once, last.
+func (a *assembly) dedupeCurrent(h []item) []item {
+	if n := len(h); n > 0 {
+		last := h[n-1]
+		if last.Role == RoleUser && last.Name == "" && last.Content == a.req.UserMessage {
+			a.res.CurrentFromHistory = true
+			return h[:n-1]
+		}
+	}
+	return h
+}
+
 // compact summarizes the history before the last preserve-recent-pairs exchanges (or
-// reuses a cached summary) and returns where the verbatim history starts.
+// reuses a cached summary) and returns where the verbatim history starts. Positions are
+// indexes into a.hist; cache entries count messages from the start of the conversation.
 func (s *Service) compact(ctx context.Context, a *assembly, base, trigger int) (int, *summaryEntry) {
 	boundary := a.lay.exchangeStartItem(s.cfg.PreserveRecentPairs)
-	if boundary == 0 {
-		return 0, nil // nothing older than the preserved exchanges: trimming decides
-	}
 	a.buildChain(boundary)
 	var prev summaryEntry
-	prevN := 0
-	if s.cache != nil {
-		e, n, ok, err := s.cache.best(ctx, a.ck, boundary, a.usableHash)
+	prevN, found := 0, false
+	if boundary > 0 && s.cache != nil {
+		e, n, ok, err := s.cache.best(ctx, a.ck, a.offset+boundary, a.usableHashAbs)
 		switch {
 		case err != nil:
 			a.warn("summary cache unavailable, summarizing without it: %v", err)
 		case ok:
-			prev, prevN = e, n
+			prev, prevN, found = e, n-a.offset, true
 		}
 	}
-	if prevN > 0 {
+	if !found && a.pre != nil {
+		prev, prevN, found = *a.pre, 0, true
+	}
+	if found {
 		cost := base + a.summaryTokens(prev.Text) + a.tokensOf(prevN, len(a.hist))
-		if prevN == boundary || cost <= trigger {
+		if prevN >= boundary || cost <= trigger {
 			// The cached summary, with what came after it verbatim, is enough.
 			a.res.CacheHit = true
 			s.stats.cacheHits.Add(1)
@@ -502,7 +526,10 @@ func (s *Service) compact(ctx context.Context, a *assembly, base, trigger int) (
 			return prevN, &prev
 		}
 	}
-	e, err := s.summarize(ctx, a, prev.Text, prevN, boundary)
+	if boundary == 0 {
+		return 0, nil // nothing older than the preserved exchanges: trimming decides
+	}
+	e, err := s.summarize(ctx, a, prev, prevN, boundary)
 	if err == nil {
 		return boundary, &e
 	}
@@ -511,12 +538,12 @@ func (s *Service) compact(ctx context.Context, a *assembly, base, trigger int) (
 	a.res.DegradedReason = "LLM summary unavailable, used an extractive summary: " + err.Error()
 	a.res.SummaryKind = "extractive"
 	text := extract(a.lang, a.tk, s.cfg.SummaryMaxTokens, prev.Text, a.hist[prevN:boundary])
-	return boundary, &summaryEntry{Text: text, Covers: boundary, Language: a.lang}
+	return boundary, &summaryEntry{Text: text, Covers: a.offset + boundary, Language: a.lang}
 }
 
 // summarize folds hist[from:to] into prev, through the shared single-flight when the cache
 // is on.
-func (s *Service) summarize(ctx context.Context, a *assembly, prev string, from, to int) (summaryEntry, error) {
+func (s *Service) summarize(ctx context.Context, a *assembly, prev summaryEntry, from, to int) (summaryEntry, error) {
 	if s.llm == nil {
 		return summaryEntry{}, errNoLLM
 	}
@@ -553,6 +580,15 @@ func (a *assembly) warn(format string, args ...any) {
 	a.res.Warnings = append(a.res.Warnings, fmt.Sprintf(format, args...))
 }
 
+// countHistory hashes and counts the loaded history.
+func (a *assembly) countHistory(c *countCache) {
+	for i := range a.hist {
+		a.hist[i].hash = contentHash(a.hist[i].Message)
+		a.hist[i].tokens = c.count(a.tk, a.hist[i].hash, a.hist[i].Message)
+	}
+	a.lay = buildLayout(a.hist)
+}
+
 func (a *assembly) tokensOf(from, to int) int {
 	n := 0
 	for _, it := range a.hist[from:to] {
@@ -562,13 +598,16 @@ func (a *assembly) tokensOf(from, to int) int {
 }
 
 func (a *assembly) summaryTokens(text string) int {
-	return tokens.MessageTokens(a.tk, Message{Role: RoleUser, Content: Marker(a.lang) + "\n" + text}.counted())
+	return a.counts.message(a.tk, Message{Role: RoleUser, Content: Marker(a.lang) + "\n" + text})
 }
 
-// buildChain computes the chained content hash of every prefix up to n messages.
+// buildChain computes the chained content hash of every prefix up to hist[:n].
 func (a *assembly) buildChain(n int) {
 	a.chain = make([][32]byte, n+1)
 	a.chain[0] = sha256.Sum256([]byte(a.ck))
+	if a.pre != nil {
+		a.chain[0] = a.preChain
+	}
 	var buf [64]byte
 	for i := 0; i < n; i++ {
 		copy(buf[:32], a.chain[i][:])
@@ -579,9 +618,10 @@ func (a *assembly) buildChain(n int) {
 
 func (a *assembly) chainHex(n int) string { return hex.EncodeToString(a.chain[n][:16]) }
 
-// usableHash is the prefix hash of n messages, or "" when a summary of n messages cannot be
-// used here (it would end inside a tool call's unit).
-func (a *assembly) usableHash(n int) string {
+// usableHashAbs is the hash of the conversation's first n messages, or "" when a summary of
+// them cannot be used here (outside the loaded history, or ending inside a tool call's unit).
+func (a *assembly) usableHashAbs(n int) string {
+	n -= a.offset
 	if n <= 0 || n >= len(a.chain) || a.lay.unitStartingAt(n) < 0 {
 		return ""
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -101,7 +102,8 @@ func TestCompactionCacheAndIncrementalSummary(t *testing.T) {
 		// The same request again: no new LLM call.
 		_, again, _ := r.post(t, 1, "conv-long", body(q, budget, nil), false)
 		checkWindow(t, again, q)
-		if again.LLMCalls != 0 || !again.CacheHit || again.Messages[1].Content != sum.Content || e.llm.Calls.Load() != 1 {
+		if again.LLMCalls != 0 || !again.CacheHit || again.Messages[1].Content != sum.Content || e.llm.Calls.Load() != 1 ||
+			again.HistoryRead != 6 || again.HistoryMessages != len(stored) {
 			t.Fatalf("repeat was not a cache hit: %+v (calls %d)", again, e.llm.Calls.Load())
 		}
 
@@ -110,7 +112,7 @@ func TestCompactionCacheAndIncrementalSummary(t *testing.T) {
 		e.store(1, "conv-long", 40, 1, filler)
 		_, grown, _ := r.post(t, 1, "conv-long", body(q, budget, nil), false)
 		checkWindow(t, grown, q)
-		if grown.LLMCalls != 0 || !grown.CacheHit || grown.Kept != 8 {
+		if grown.LLMCalls != 0 || !grown.CacheHit || grown.Kept != 8 || grown.HistoryRead != 8 {
 			t.Fatalf("one more exchange: %+v", grown)
 		}
 
@@ -126,6 +128,19 @@ func TestCompactionCacheAndIncrementalSummary(t *testing.T) {
 		if !strings.Contains(user, "<existing_summary>\n摘要：") || strings.Contains(user, "第10个问题") ||
 			!strings.Contains(user, "第38个问题") || !strings.Contains(user, "第60个问题") {
 			t.Fatalf("incremental summarizer prompt does not extend the cached summary with the new part only:\n%s", user)
+		}
+
+		// Served from the cached prefix, the window is the same as from the full history.
+		_, resumed, _ := r.post(t, 1, "conv-long", body(q, budget, nil), false)
+		checkWindow(t, resumed, q)
+		if resumed.HistoryRead >= resumed.HistoryMessages || !resumed.CacheHit || resumed.LLMCalls != 0 ||
+			!reflect.DeepEqual(resumed.Messages, inc.Messages) || resumed.Summarized != inc.Summarized {
+			t.Fatalf("resumed window differs: read %d of %d", resumed.HistoryRead, resumed.HistoryMessages)
+		}
+		// A budget large enough for everything gets everything, verbatim.
+		_, full, _ := r.post(t, 1, "conv-long", body(q, 1_000_000, nil), false)
+		if full.Compacted || full.Kept != full.HistoryMessages || full.HistoryRead != full.HistoryMessages {
+			t.Fatalf("large budget: %+v", full.Tokens)
 		}
 	})
 }
@@ -547,6 +562,32 @@ func TestSingleFlightProtocol(t *testing.T) {
 		_, _, err := short.singleFlight(ctx, "c", "h7", compute)
 		if !errors.Is(err, errWaitTimeout) {
 			t.Fatalf("%v", err)
+		}
+	})
+}
+
+// A cached summary is used for the stored prefix only while that prefix is exactly what it
+// summarized: when an early message disappears, the history is read in full again and the
+// changed content gets its own summary.
+func TestResumeFallsBackWhenStoredPrefixChanges(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		e := newEnv(t, db)
+		r := e.replica("a", replicaOpts{})
+		stored := e.store(1, "c-prefix", 0, 40, filler)
+		_, probe, _ := r.post(t, 1, "c-prefix", body("嗯", 1_000_000, nil), false)
+		budget := probe.Tokens.Before * 2 / 3
+		_, first, _ := r.post(t, 1, "c-prefix", body("嗯", budget, nil), false)
+		_, again, _ := r.post(t, 1, "c-prefix", body("嗯", budget, nil), false)
+		if first.LLMCalls != 1 || again.HistoryRead >= again.HistoryMessages {
+			t.Fatalf("setup: first %+v again read %d", first.LLMCalls, again.HistoryRead)
+		}
+		if err := db.DB.Delete(&store.Message{}, stored[5].ID).Error; err != nil {
+			t.Fatal(err)
+		}
+		_, res, _ := r.post(t, 1, "c-prefix", body("嗯", budget, nil), false)
+		checkWindow(t, res, "嗯")
+		if res.HistoryRead != len(stored)-1 || res.HistoryMessages != len(stored)-1 || res.LLMCalls != 1 || res.CacheHit {
+			t.Fatalf("after the prefix changed: read %d of %d, calls %d, hit %v", res.HistoryRead, res.HistoryMessages, res.LLMCalls, res.CacheHit)
 		}
 	})
 }
