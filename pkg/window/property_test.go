@@ -2,6 +2,7 @@ package window
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -9,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/matememory/matememory/pkg/conversation"
 	"github.com/matememory/matememory/pkg/llm/llmtest"
 	"github.com/matememory/matememory/pkg/store/storetest"
 	"github.com/matememory/matememory/pkg/tokens"
@@ -215,4 +217,88 @@ func checkProperties(t *testing.T, name string, req Request, res *Result, emerge
 	if !res.Compacted && res.Kept != len(hist) {
 		t.Fatalf("%s: history dropped without compaction", name)
 	}
+}
+
+// TestPropertiesGrowingStoredConversations stores random conversations a few exchanges at a
+// time and asks for the window after each step, so that requests resume from the summary
+// cached by the previous step: the same properties must hold as for a full read.
+func TestPropertiesGrowingStoredConversations(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		e := newEnv(t, db)
+		cfg := windowConfig()
+		cfg.SummaryMaxTokens = 120
+		r := e.replica("grow", replicaOpts{cfg: cfg, opts: []Option{WithChunkTokens(3000)}})
+		ctx := context.Background()
+		rng := rand.New(rand.NewSource(7))
+		convs := 12
+		if testing.Short() {
+			convs = 4
+		}
+		resumed := 0
+		for c := 0; c < convs; c++ {
+			conv := fmt.Sprintf("grow-%d", c)
+			all := randomConversation(rng)
+			for len(all) < 40 {
+				all = append(all, randomConversation(rng)...)
+			}
+			var stored []Message
+			budget := 1500 + rng.Intn(4000)
+			for len(stored) < len(all) {
+				// Store up to the next few user messages (never splitting a tool unit).
+				next := len(stored) + 1
+				for users := 0; next < len(all) && (all[next].Role != RoleUser || users < 2); next++ {
+					if all[next].Role == RoleUser {
+						users++
+					}
+				}
+				var rows []conversation.Message
+				for _, m := range all[len(stored):next] {
+					rows = append(rows, toStored(1, conv, m))
+				}
+				if _, err := e.msgs.Add(ctx, rows...); err != nil {
+					t.Fatal(err)
+				}
+				stored = all[:next]
+				req := Request{AgentID: 1, ConversationID: conv, SystemPrompt: "你是助手。", UserMessage: "继续？",
+					Model: "gpt-4o", MaxInputTokens: budget}
+				res, err := r.svc.Assemble(ctx, req)
+				if err != nil {
+					var tl *TooLargeError
+					if errors.As(err, &tl) {
+						continue
+					}
+					t.Fatal(err)
+				}
+				if res.HistoryRead < res.HistoryMessages {
+					resumed++
+				}
+				name := fmt.Sprintf("%s after %d messages (budget %d)", conv, len(stored), budget)
+				req.Messages = normalize(stored)
+				checkProperties(t, name, req, res, false)
+			}
+		}
+		if resumed == 0 {
+			t.Fatal("no request resumed from a cached summary: the test does not cover it")
+		}
+		t.Logf("%d requests resumed from a cached summary", resumed)
+	})
+}
+
+func toStored(agent int64, conv string, m Message) conversation.Message {
+	out := conversation.Message{AgentID: agent, ConversationID: conv, Role: m.Role, Content: m.Content,
+		ToolCallID: m.ToolCallID, Name: m.Name}
+	if len(m.ToolCalls) > 0 {
+		out.ToolCalls, _ = json.Marshal(m.ToolCalls)
+	}
+	return out
+}
+
+// normalize makes messages compare equal to their stored round trip.
+func normalize(ms []Message) []Message {
+	out := make([]Message, len(ms))
+	for i, m := range ms {
+		row := toStored(1, "x", m)
+		out[i], _ = fromStored(row)
+	}
+	return out
 }
