@@ -580,6 +580,17 @@ func TestRequestsWaitForAWorker(t *testing.T) {
 	if _, err := emergence.Publish(ctx, f.js, emergence.Request{RequestID: "cron:2:2026-04-03T02:00:00Z", AgentID: 13, Source: emergence.SourceCron}); err != nil {
 		t.Fatal(err)
 	}
+	// A manual trigger that finds no worker answers 202 pending when its wait runs out.
+	resp, err := http.Post(f.srv.URL+"/api/v1/memory/13/emergence?waitSeconds=1", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a answer
+	_ = json.NewDecoder(resp.Body).Decode(&a)
+	resp.Body.Close()
+	if resp.StatusCode != 202 || a.Data.Status != "pending" || !strings.HasPrefix(a.Data.RequestID, "manual:") {
+		t.Fatalf("no worker: %d %+v", resp.StatusCode, a)
+	}
 	leases, err := lease.Bucket(ctx, f.connect("worker-2"), bus.BucketLease, leaseTTL, 1, "emergence-2")
 	if err != nil {
 		t.Fatal(err)
@@ -590,8 +601,15 @@ func TestRequestsWaitForAWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(w2.Stop)
-	waitFor(t, "the new worker to consolidate", func() bool {
-		runs := f.runs(13)
-		return len(runs) == 1 && runs[0].Status == store.RunCompleted && runs[0].EventID == "cron:2:2026-04-03T02:00:00Z"
+	// Both requests are handled; the second finds MEMORY.md already consolidated by the first
+	// and consolidates again on top (the fake model always adds a line).
+	waitFor(t, "the new worker to handle both requests", func() bool {
+		done := map[string]bool{}
+		for _, r := range f.runs(13) {
+			if r.Status == store.RunCompleted {
+				done[r.EventID] = true
+			}
+		}
+		return done["cron:2:2026-04-03T02:00:00Z"] && done[a.Data.RequestID]
 	})
 }
