@@ -204,6 +204,9 @@ func (a *App) build(ctx context.Context) error {
 	if err := a.buildWindow(ctx); err != nil {
 		return err
 	}
+	if err := a.buildPipeline(ctx); err != nil {
+		return err
+	}
 	if err := a.buildEmergence(ctx); err != nil {
 		return err
 	}

@@ -14,6 +14,8 @@ func subcommand(ctx context.Context, cfg config.Config, log *slog.Logger, args [
 	switch args[0] {
 	case "mcp-stdio":
 		return mcpStdio(ctx, cfg, log, args[1:], os.Stdin, os.Stdout, os.Stderr), true
+	case "replay":
+		return replay(ctx, cfg, log, args[1:], os.Stdout, os.Stderr), true
 	}
 	return 0, false
 }
