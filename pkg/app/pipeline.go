@@ -180,4 +180,3 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 	}
 	return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time (2026-04-03T10:00:00+08:00) nor a duration ago (2h)", s)
 }
-
