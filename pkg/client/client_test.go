@@ -234,6 +234,10 @@ func TestTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var e tool.EditResult
+	if err := json.Unmarshal(out, &e); err != nil || e.Replacements != 1 {
+		t.Fatalf("edit = %s (%v)", out, err)
+	}
 	out, err = c.CallTool(ctx, 5, tool.ReadFile, map[string]string{"filename": "PROFILE.md"})
 	if err != nil {
 		t.Fatal(err)
