@@ -95,9 +95,15 @@ func TestPoisonMessagesDeadLettered(t *testing.T) {
 	if err != nil || len(dl) != 3 {
 		t.Fatalf("dead letters %+v %v", dl, err)
 	}
+	// Workers handle deliveries concurrently: match dead letters by original sequence.
+	bySeq := map[uint64]bus.DeadLetterEntry{}
+	for _, d := range dl {
+		bySeq[d.StreamSeq] = d
+	}
 	for i, want := range []string{"not valid JSON", `triggerSource "fax" is not supported`, "arrived on mate.memory.summarize.5"} {
-		if !strings.Contains(dl[i].Reason, want) || dl[i].Deliveries != 1 {
-			t.Fatalf("dead letter %d: %+v, want reason with %q after 1 delivery", i, dl[i], want)
+		d := bySeq[uint64(i+1)]
+		if !strings.Contains(d.Reason, want) || d.Deliveries != 1 {
+			t.Fatalf("dead letter of seq %d: %+v, want reason with %q after 1 delivery", i+1, d, want)
 		}
 	}
 }

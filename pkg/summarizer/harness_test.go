@@ -53,6 +53,8 @@ type harness struct {
 	pub     *event.Publisher
 	metrics *Metrics
 	now     func() time.Time
+	// syncAlways starts the server with fsync on every write (the shipped embedded setting).
+	syncAlways bool
 
 	mu      sync.Mutex
 	workers []*Worker
@@ -92,8 +94,17 @@ func newHarness(t testing.TB, db storetest.DB, opts ...harnessOption) *harness {
 	for _, o := range opts {
 		o(h)
 	}
-	h.ns, h.dialer = bustest.Server(t)
 	var err error
+	if h.syncAlways {
+		h.ns, err = bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: t.TempDir(), Listen: "127.0.0.1:0", SyncAlways: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.ns.Shutdown(); h.ns.WaitForShutdown() })
+		h.dialer = bus.Dialer{URL: h.ns.ClientURL()}
+	} else {
+		h.ns, h.dialer = bustest.Server(t)
+	}
 	h.nc, err = h.dialer.Connect("test-core")
 	if err != nil {
 		t.Fatal(err)

@@ -301,3 +301,32 @@ func TestCooldownCoalescesWithoutDropping(t *testing.T) {
 		}
 	})
 }
+
+// The context window's flush (a summarize request without a reply subject, reason
+// context-eviction) registers and extracts its conversation, honouring the cooldown.
+func TestFlushRequestExtractsUnderCooldown(t *testing.T) {
+	fake := llmtest.New(t, echoLLM)
+	h := newHarness(t, storetest.SQLite(t), withLLM(fake), withSettings(func(s *Settings) { s.Memory.CooldownMinutes = 0.01 }))
+	h.conversation(2, "c1", "t2-1", 4)
+	h.conversation(2, "long", "t2-2", 6)
+	h.worker(h.service("w1"))
+	h.publish(completed(2, "c1", "e-first", 4)) // starts a cooldown
+	eventually(t, 10*time.Second, "first event settled", func() bool { return h.settled() && len(h.runs("e-first")) > 0 })
+	// The same body the window publishes (pkg/window FlushRequest).
+	body := `{"agentId":2,"conversationId":"long","reason":"context-eviction","requestId":"ctx-evict-2-x-6","requestedAt":"2026-04-03T10:00:00Z"}`
+	if _, err := h.js.Publish(context.Background(), "mate.memory.summarize.2", []byte(body)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "flush settled", func() bool {
+		r := h.runs("ctx-evict-2-x-6")
+		return h.settled() && len(r) > 0 && r[0].Status == store.RunCompleted
+	})
+	runs := h.runs("ctx-evict-2-x-6")
+	if len(runs) < 2 || runs[len(runs)-1].Status != store.RunDeferred || !strings.Contains(runs[len(runs)-1].Reason, "cooldown") {
+		t.Fatalf("the flush did not wait for the cooldown: %+v", runs)
+	}
+	notes, _ := h.ws.ListContent(context.Background(), 2, "memory/", 0)
+	if len(notes) != 1 || !strings.Contains(notes[0].Content, "covered t2-2") {
+		t.Fatalf("daily note %+v", notes)
+	}
+}

@@ -43,6 +43,9 @@ type Worker struct {
 	wg     sync.WaitGroup
 	adv    *nats.Subscription
 	once   sync.Once
+
+	// settled, set by tests and benchmarks, is called after a delivery was settled.
+	settled func(msg jetstream.Msg, res Result)
 }
 
 // NewWorker binds to the summarizer durable (Provision must have created it) over nc,
@@ -204,6 +207,9 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 			w.log.Warn("ack", "subject", msg.Subject(), "err", err)
 		}
 		m.Events.WithLabelValues(kind, "ack").Inc()
+	}
+	if w.settled != nil {
+		w.settled(msg, res)
 	}
 	// A manual request's caller waits for the first outcome that is not a deferral; a job
 	// interrupted by shutdown is taken over at once by another worker, which answers.

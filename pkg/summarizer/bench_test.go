@@ -1,0 +1,201 @@
+package summarizer
+
+// Benchmarks of the event pipeline. Each iteration runs a fixed workload and reports its
+// own figures (b.ReportMetric), so -benchtime=1x is enough:
+//
+//	go test ./pkg/summarizer -run '^$' -bench . -benchtime=1x
+//
+// Figures and the machine they were measured on: docs/benchmarks-pipeline.md.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/matememory/matememory/pkg/llm/llmtest"
+	"github.com/matememory/matememory/pkg/store/storetest"
+)
+
+// withSyncAlways runs the embedded server with fsync on every write, as make run ships it.
+func withSyncAlways() harnessOption { return func(h *harness) { h.syncAlways = true } }
+
+// BenchmarkPublish compares events/s through POST /api/v1/events/conversation-completed
+// with raw nats.go synchronous JetStream publishes to the same server, in the same run.
+func BenchmarkPublish(b *testing.B) {
+	for _, sync := range []bool{true, false} {
+		for _, clients := range []int{1, 16} {
+			name := fmt.Sprintf("fsync=%s/clients=%d", map[bool]string{true: "always", false: "default"}[sync], clients)
+			b.Run(name, func(b *testing.B) {
+				opts := []harnessOption{}
+				if sync {
+					opts = append(opts, withSyncAlways())
+				}
+				h := newHarness(b, storetest.SQLite(b), opts...)
+				srv := h.httpServer()
+				const perClient = 400
+				total := perClient * clients
+				client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}
+				url := srv.URL + "/api/v1/events/conversation-completed"
+				var rawRate, httpRate float64
+				for i := 0; i < b.N; i++ {
+					start := time.Now()
+					runClients(b, clients, func(c int) {
+						for k := 0; k < perClient; k++ {
+							body := fmt.Sprintf(`{"eventId":"http-%d-%d-%d","agentId":%d,"conversationId":"c","userMessage":"hello there, friend","assistantReply":"hi","messageCount":4,"triggerSource":"web"}`, i, c, k, c+1)
+							resp, err := client.Post(url, "application/json", bytes.NewReader([]byte(body)))
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							_, _ = io.Copy(io.Discard, resp.Body) // so the connection is reused
+							resp.Body.Close()
+							if resp.StatusCode != 202 {
+								b.Errorf("status %d", resp.StatusCode)
+								return
+							}
+						}
+					})
+					httpRate = float64(total) / time.Since(start).Seconds()
+
+					start = time.Now()
+					runClients(b, clients, func(c int) {
+						for k := 0; k < perClient; k++ {
+							msg := &nats.Msg{Subject: fmt.Sprintf("mate.conversation.completed.%d", c+1),
+								Data: []byte(fmt.Sprintf(`{"eventId":"raw-%d-%d-%d","agentId":%d,"conversationId":"c","userMessage":"hello there, friend","assistantReply":"hi","messageCount":4,"triggerSource":"web"}`, i, c, k, c+1))}
+							if _, err := h.js.PublishMsg(context.Background(), msg, jetstream.WithMsgID(fmt.Sprintf("raw-%d-%d-%d", i, c, k))); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+					rawRate = float64(total) / time.Since(start).Seconds()
+				}
+				b.ReportMetric(httpRate, "http-events/s")
+				b.ReportMetric(rawRate, "raw-events/s")
+				b.ReportMetric(httpRate/rawRate, "http/raw")
+			})
+		}
+	}
+}
+
+func runClients(b *testing.B, n int, fn func(c int)) {
+	var wg sync.WaitGroup
+	for c := 0; c < n; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			fn(c)
+		}(c)
+	}
+	wg.Wait()
+}
+
+// BenchmarkPipelineOverhead measures one event at a time, each for a different agent (no
+// cooldown, no lease contention), against a fake LLM that answers at once: the time from
+// the publish call to the delivery being acknowledged after the daily note was written.
+func BenchmarkPipelineOverhead(b *testing.B) {
+	fake := llmtest.New(b, echoLLM)
+	h := newHarness(b, storetest.SQLite(b), withLLM(fake), withSyncAlways())
+	const events = 200
+	for a := 1; a <= events; a++ {
+		h.conversation(int64(a), "c1", fmt.Sprintf("t%d-1", a), 4)
+		if _, err := h.ws.EnsureAgent(context.Background(), int64(a)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	done := make(chan Result, 1)
+	w := h.worker(h.service("w1"))
+	w.settled = func(_ jetstream.Msg, res Result) { done <- res }
+	var lat []time.Duration
+	for i := 0; i < b.N; i++ {
+		lat = lat[:0]
+		for a := 1; a <= events; a++ {
+			start := time.Now()
+			h.publish(completed(int64(a), "c1", fmt.Sprintf("e-%d-%d", i, a), 4))
+			res := <-done
+			lat = append(lat, time.Since(start))
+			if res.Status != "completed" {
+				b.Fatalf("event %d: %s %s", a, res.Status, res.Reason)
+			}
+		}
+		// Later iterations find everything covered; measure that path too, separately.
+		if i == 0 {
+			report(b, lat, "extract")
+		}
+	}
+}
+
+func report(b *testing.B, lat []time.Duration, what string) {
+	s := append([]time.Duration(nil), lat...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	pct := func(p float64) float64 { return float64(s[int(p*float64(len(s)-1))].Microseconds()) / 1000 }
+	b.ReportMetric(pct(0.5), what+"-p50-ms")
+	b.ReportMetric(pct(0.99), what+"-p99-ms")
+}
+
+// BenchmarkWorkers measures throughput with 1, 2 and 4 summarizer workers (each handling
+// Settings.Concurrency deliveries at once) over 100 agents, one event each, with a fake LLM
+// that takes 100 ms per call.
+func BenchmarkWorkers(b *testing.B) {
+	for _, n := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
+			fake := llmtest.New(b, func(r llmtest.Received) llmtest.Reply {
+				rep := echoLLM(r)
+				rep.Delay = 100 * time.Millisecond
+				return rep
+			})
+			h := newHarness(b, storetest.SQLite(b), withLLM(fake), withSyncAlways())
+			const agents = 100
+			var mu sync.Mutex
+			settled := 0
+			all := make(chan struct{})
+			for i := 0; i < b.N; i++ {
+				for a := 1; a <= agents; a++ {
+					h.conversation(int64(a), fmt.Sprintf("c%d", i), fmt.Sprintf("t%d-%d", a, i), 4)
+				}
+				mu.Lock()
+				settled = 0
+				all = make(chan struct{})
+				mu.Unlock()
+				if i == 0 {
+					for k := 0; k < n; k++ {
+						w := h.worker(h.service(fmt.Sprintf("w%d", k)))
+						w.settled = func(_ jetstream.Msg, res Result) {
+							if res.Retry {
+								return
+							}
+							mu.Lock()
+							settled++
+							if settled == agents {
+								close(all)
+							}
+							mu.Unlock()
+						}
+					}
+				}
+				calls := fake.Calls.Load()
+				start := time.Now()
+				for a := 1; a <= agents; a++ {
+					h.publish(completed(int64(a), fmt.Sprintf("c%d", i), fmt.Sprintf("e-%d-%d", i, a), 4))
+				}
+				mu.Lock()
+				ch := all
+				mu.Unlock()
+				<-ch
+				el := time.Since(start)
+				b.ReportMetric(float64(agents)/el.Seconds(), "events/s")
+				b.ReportMetric(float64(fake.Calls.Load()-calls), "llm-calls")
+				b.ReportMetric(float64(n*h.set.Concurrency), "in-flight-max")
+			}
+		})
+	}
+}
