@@ -186,7 +186,11 @@ func (s *Service) Plan(ctx context.Context, job Job) (status, reason string) {
 		return store.RunFailed, err.Error()
 	}
 	if wm >= last && last > 0 {
-		return store.RunCompleted, fmt.Sprintf("covered: conversation %s is extracted up to message #%d; nothing would change", job.ConversationID, wm)
+		status := store.RunCompleted
+		if job.Manual {
+			status = store.RunSkipped
+		}
+		return status, fmt.Sprintf("covered: conversation %s is extracted up to message #%d; nothing would change", job.ConversationID, wm)
 	}
 	return "would-extract", fmt.Sprintf("conversation %s has messages after #%d not yet extracted", job.ConversationID, wm)
 }
