@@ -131,6 +131,13 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 
 	if m.NATS.URL == "" {
+		// Two processes on one embedded store would corrupt it (nats-server does not lock
+		// its store directory): hold an exclusive lock on the data dir while we run.
+		unlock, err := lockDataDir(filepath.Join(m.DataDir, "nats"))
+		if err != nil {
+			return nil, err
+		}
+		a.onClose(unlock)
 		ns, err := bus.StartEmbedded(bus.EmbeddedOptions{
 			StoreDir: filepath.Join(m.DataDir, "nats"), Listen: m.NATS.EmbeddedListen, SyncAlways: m.NATS.SyncAlways,
 		})
