@@ -5,7 +5,7 @@ package summarizer
 //
 //	go test ./pkg/summarizer -run '^$' -bench . -benchtime=1x
 //
-// Figures and the machine they were measured on: docs/benchmarks-pipeline.md.
+// Figures and the machine they were measured on: docs/benchmarks.md.
 
 import (
 	"bytes"
