@@ -515,7 +515,7 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, run *led
 				continue
 			}
 			base := old.Content
-			if isSeed(f.name, base) {
+			if workspace.IsSeed(f.name, base) {
 				// The seeded template holds no user information: replacing it loses nothing.
 				base = ""
 			}
@@ -612,17 +612,6 @@ func (s *Service) after(ctx context.Context, job Job, last int64, res Result) Re
 	wm, err := s.watermark(ctx, job.AgentID, job.ConversationID)
 	res.Covered = err == nil && wm >= last
 	return res
-}
-
-// isSeed reports whether content is the seeded default of a core file (either language).
-func isSeed(name, content string) bool {
-	c := strings.TrimSpace(content)
-	for _, lang := range []string{"zh", "en"} {
-		if c == strings.TrimSpace(workspace.DefaultContent(lang, name)) {
-			return true
-		}
-	}
-	return false
 }
 
 func contains(list []string, s string) bool {

@@ -3,6 +3,7 @@ package workspace
 import (
 	"embed"
 	"path"
+	"strings"
 )
 
 // CoreFiles are seeded for every agent, enabled, in this sort order.
@@ -21,4 +22,16 @@ func DefaultContent(language, name string) string {
 		return ""
 	}
 	return string(b)
+}
+
+// IsSeed reports whether content is still the seeded default text of core file name (in
+// either language): replacing it loses no user information.
+func IsSeed(name, content string) bool {
+	c := strings.TrimSpace(content)
+	for _, lang := range []string{"zh", "en"} {
+		if d := strings.TrimSpace(DefaultContent(lang, name)); d != "" && c == d {
+			return true
+		}
+	}
+	return false
 }
