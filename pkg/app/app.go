@@ -21,6 +21,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 	"gorm.io/gorm"
 
 	"github.com/matememory/matememory/pkg/bus"
@@ -51,6 +54,8 @@ type Options struct {
 	Log     *slog.Logger
 	// Clock replaces time.Now (tests).
 	Clock func() time.Time
+	// TraceExporter, when set, receives the spans instead of the OTLP exporter (tests).
+	TraceExporter sdktrace.SpanExporter
 }
 
 // App holds the process's shared parts.
@@ -68,6 +73,10 @@ type App struct {
 	Messages  *conversation.Store
 	Tools     *tool.Tools
 	HTTP      *httpapi.Server
+	// TracerProvider and Propagator trace HTTP requests, NATS messages and LLM calls
+	// (see tracing.go); the provider is a no-op one unless spans are exported.
+	TracerProvider trace.TracerProvider
+	Propagator     propagation.TextMapPropagator
 
 	// Addr is where the HTTP server listens, once started.
 	Addr string
@@ -120,6 +129,9 @@ func New(ctx context.Context, o Options) (*App, error) {
 		}
 	}()
 
+	if err := a.setupTracing(ctx); err != nil {
+		return nil, err
+	}
 	db, err := store.Open(m.Database.Driver, m.Database.DSN, m.DataDir)
 	if err != nil {
 		return nil, err
@@ -165,7 +177,8 @@ func New(ctx context.Context, o Options) (*App, error) {
 	a.Workspace = a.newWorkspace(db)
 	a.Messages = conversation.New(db)
 	a.Tools = tool.New(a.Workspace)
-	a.HTTP = httpapi.New(httpapi.NewAuthenticator(m.Auth.Keys), a.Registry, a.Log)
+	a.HTTP = httpapi.New(httpapi.NewAuthenticator(m.Auth.Keys), a.Registry, a.Log,
+		httpapi.WithTracing(a.TracerProvider, a.Propagator))
 	a.HTTP.AddCheck("database", func(ctx context.Context) error { return store.Ping(ctx, db) })
 	a.HTTP.AddCheck("nats", func(ctx context.Context) error {
 		if !nc.IsConnected() {

@@ -17,6 +17,7 @@ import (
 	"github.com/matememory/matememory/pkg/llm"
 	"github.com/matememory/matememory/pkg/prompt"
 	"github.com/matememory/matememory/pkg/scheduler"
+	"github.com/matememory/matememory/pkg/tracing"
 	"github.com/matememory/matememory/pkg/workspace"
 )
 
@@ -55,7 +56,7 @@ func (a *App) buildEmergence(ctx context.Context) error {
 		if _, err := bus.EnsureStream(ctx, a.JS, a.emergenceStream()); err != nil {
 			return err
 		}
-		emergence.RegisterHTTP(a.HTTP, emergence.NewTrigger(a.JS, 0))
+		emergence.RegisterHTTP(a.HTTP, emergence.NewTrigger(a.JS, 0, tracing.With(a.messaging())))
 	}
 
 	if a.Has(TargetScheduler) {
@@ -66,7 +67,7 @@ func (a *App) buildEmergence(ctx context.Context) error {
 		}
 		sc := scheduler.FromConfig(m, owner("scheduler"))
 		s := scheduler.New(jobs, a.JS, sc, scheduler.WithClock(a.Now), scheduler.WithLogger(a.Log),
-			scheduler.WithLedger(runs), scheduler.WithRegistry(a.Registry))
+			scheduler.WithLedger(runs), scheduler.WithRegistry(a.Registry), scheduler.WithTracing(a.messaging()))
 		if err := s.Start(ctx); err != nil {
 			return fmt.Errorf("start scheduler: %w", err)
 		}
@@ -91,17 +92,15 @@ func (a *App) buildEmergence(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		var client llm.Client
-		if a.Cfg.LLMConfigured() {
-			client = llm.NewOpenAI(llm.Config{BaseURL: m.LLM.BaseURL, APIKey: m.LLM.APIKey, Model: m.LLM.Model,
-				Timeout: config.Seconds(m.LLM.TimeoutSeconds), JSONMode: m.LLM.JSONMode})
-		}
+		client := a.llmClient(llm.Config{BaseURL: m.LLM.BaseURL, APIKey: m.LLM.APIKey, Model: m.LLM.Model,
+			Timeout: config.Seconds(m.LLM.TimeoutSeconds), JSONMode: m.LLM.JSONMode})
 		maxAge := time.Duration(m.NATS.StreamMaxAgeHours * float64(time.Hour))
 		w := emergence.NewWorker(js, a.Workspace, runs, leases, client, prompt.NewLoader(m.Prompts.Dir), emergence.Config{
 			Enabled: m.Memory.EmergenceEnabled, DayRange: m.Memory.EmergenceDayRange,
 			MaxDeliver: m.NATS.MaxDeliver, AckWait: config.Seconds(m.NATS.AckWaitSeconds),
 			Stream: a.emergenceStream(), DLQ: bus.DLQStreamConfig(m.NATS.Replicas, maxAge),
-		}, emergence.WithClock(a.Now), emergence.WithLogger(a.Log), emergence.WithRegistry(a.Registry))
+		}, emergence.WithClock(a.Now), emergence.WithLogger(a.Log), emergence.WithRegistry(a.Registry),
+			emergence.WithTracing(a.messaging()))
 		if err := w.Start(ctx); err != nil {
 			return fmt.Errorf("start emergence worker: %w", err)
 		}

@@ -40,14 +40,14 @@ func (a *App) buildPipeline(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		pub, err := event.NewPublisher(nc)
+		pub, err := event.NewPublisher(nc, event.WithTracing(a.messaging()))
 		if err != nil {
 			nc.Close()
 			return err
 		}
 		a.onClose(pub.Close)
 		summarizer.RegisterRoutes(a.HTTP, summarizer.API{Publisher: pub, Ledger: runs, JS: a.JS, NC: a.NC,
-			ManualTimeout: set.ManualTimeout, Metrics: metrics})
+			ManualTimeout: set.ManualTimeout, Metrics: metrics, Tracing: a.messaging()})
 	}
 
 	if a.Has(TargetSummarizer) {
@@ -59,7 +59,7 @@ func (a *App) buildPipeline(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		w, err := summarizer.NewWorker(ctx, svc, nc)
+		w, err := summarizer.NewWorker(ctx, svc, nc, summarizer.WithTracing(a.messaging()))
 		if err != nil {
 			nc.Close()
 			return err
@@ -87,11 +87,8 @@ func (a *App) newSummarizer(ctx context.Context, set summarizer.Settings, bucket
 	if err != nil {
 		return nil, err
 	}
-	var client llm.Client
-	if a.Cfg.LLMConfigured() {
-		client = llm.NewOpenAI(llm.Config{BaseURL: m.LLM.BaseURL, APIKey: m.LLM.APIKey, Model: m.LLM.Model,
-			Timeout: config.Seconds(m.LLM.TimeoutSeconds), JSONMode: m.LLM.JSONMode})
-	}
+	client := a.llmClient(llm.Config{BaseURL: m.LLM.BaseURL, APIKey: m.LLM.APIKey, Model: m.LLM.Model,
+		Timeout: config.Seconds(m.LLM.TimeoutSeconds), JSONMode: m.LLM.JSONMode})
 	return summarizer.New(summarizer.Deps{
 		DB: a.DB, Workspace: a.Workspace, Ledger: runs, Leases: leases, Cooldown: buckets.Cooldown,
 		Intents: buckets.Intents, LLM: client, Prompts: prompt.NewLoader(m.Prompts.Dir), Metrics: metrics,

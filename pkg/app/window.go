@@ -18,11 +18,8 @@ func (a *App) buildWindow(ctx context.Context) error {
 		return nil
 	}
 	m := a.Cfg.Mate
-	var client llm.Client
-	if a.Cfg.LLMConfigured() {
-		client = llm.NewOpenAI(llm.Config{BaseURL: m.LLM.BaseURL, APIKey: m.LLM.APIKey, Model: m.LLM.Model,
-			Timeout: config.Seconds(m.LLM.TimeoutSeconds)})
-	}
+	client := a.llmClient(llm.Config{BaseURL: m.LLM.BaseURL, APIKey: m.LLM.APIKey, Model: m.LLM.Model,
+		Timeout: config.Seconds(m.LLM.TimeoutSeconds)})
 	// A replica may hold a summary's in-flight marker for one LLM call (renewed per chunk);
 	// the others wait that long before degrading.
 	lockTTL := config.Seconds(m.LLM.TimeoutSeconds) + 30*time.Second
@@ -30,7 +27,7 @@ func (a *App) buildWindow(ctx context.Context) error {
 		JS: a.JS, History: window.StoreHistory{DB: a.DB}, Workspace: a.Workspace, Watermarks: window.StoreWatermarks{DB: a.DB},
 		LLM: client, Prompts: prompt.NewLoader(m.Prompts.Dir), Counter: tokens.NewCounter(), Log: a.Log,
 	}, window.WithReplicas(m.NATS.Replicas), window.WithRegisterer(a.Registry), window.WithLockTTL(lockTTL),
-		window.WithClock(a.Now))
+		window.WithClock(a.Now), window.WithTracing(a.messaging()))
 	if err != nil {
 		return err
 	}

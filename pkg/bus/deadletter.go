@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/matememory/matememory/pkg/tracing"
 )
 
 // ErrDeadLetterNotFound: no dead letter with that sequence.
@@ -108,8 +110,9 @@ type Retried struct {
 // original headers, HeaderRetryOf set and the Mate-Dlq-* headers removed), then deletes it
 // from the dead-letter stream. The republished message's Nats-Msg-Id is
 // "<original id>:retry:<seq>", so retrying the same dead letter twice (a lost answer, a
-// double click) stores it once within the duplicate window.
-func RetryDeadLetter(ctx context.Context, js jetstream.JetStream, seq uint64) (Retried, error) {
+// double click) stores it once within the duplicate window. The original trace context is
+// replaced by ctx's: the retry belongs to the request that asked for it.
+func RetryDeadLetter(ctx context.Context, js jetstream.JetStream, seq uint64, opts ...tracing.PublishOption) (Retried, error) {
 	e, err := GetDeadLetter(ctx, js, seq)
 	if err != nil {
 		return Retried{}, err
@@ -122,11 +125,13 @@ func RetryDeadLetter(ctx context.Context, js jetstream.JetStream, seq uint64) (R
 		h[k] = v
 	}
 	h.Set(HeaderRetryOf, strconv.FormatUint(seq, 10))
+	tr := tracing.From(opts)
+	tr.Strip(h)
 	id := e.MsgID
 	if id == "" {
 		id = "dlq"
 	}
-	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: e.Subject, Data: e.Data, Header: h},
+	ack, err := tr.PublishMsg(ctx, js, &nats.Msg{Subject: e.Subject, Data: e.Data, Header: h},
 		jetstream.WithMsgID(fmt.Sprintf("%s:retry:%d", id, seq)))
 	if err != nil {
 		return Retried{}, fmt.Errorf("republish dead letter %d on %s: %w", seq, e.Subject, err)

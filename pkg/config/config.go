@@ -35,6 +35,7 @@ type Mate struct {
 	Agent    Agent          `yaml:"agent"`
 	Sched    Scheduler      `yaml:"scheduler"`
 	Prompts  PromptSettings `yaml:"prompts"`
+	Tracing  Tracing        `yaml:"tracing"`
 }
 
 // HTTP configures the API listener.
@@ -143,6 +144,21 @@ type PromptSettings struct {
 	Dir string `yaml:"dir"`
 }
 
+// Tracing configures OpenTelemetry tracing. Trace context (W3C traceparent) is always carried
+// from HTTP requests through NATS message headers into the workers; spans are recorded and
+// exported only when OTLPEndpoint is set.
+type Tracing struct {
+	// OTLPEndpoint is the OTLP/HTTP collector URL (http://host:4318, or a full URL with its
+	// path); empty = no spans are recorded or exported.
+	OTLPEndpoint string `yaml:"otlp-endpoint"`
+	// ServiceName is the service.name of this process's spans; empty = matememory-<target>
+	// (matememory-api, matememory-summarizer, ...).
+	ServiceName string `yaml:"service-name"`
+	// SampleRatio is the share of new traces recorded (0 to 1); a request that arrives with a
+	// sampled traceparent is always recorded.
+	SampleRatio float64 `yaml:"sample-ratio"`
+}
+
 // Minutes is a duration in (possibly fractional) minutes: 0.05 = 3 s.
 type Minutes float64
 
@@ -189,7 +205,8 @@ func Default() Config {
 			SummaryMaxTokens:      300,
 			SummaryCacheMinutes:   30,
 		}}},
-		Sched: Scheduler{TickSeconds: 1, GraceMinutes: 60},
+		Sched:   Scheduler{TickSeconds: 1, GraceMinutes: 60},
+		Tracing: Tracing{SampleRatio: 1},
 	}}
 }
 

@@ -2,7 +2,9 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -103,6 +105,18 @@ func (c Config) Validate() error {
 	nonNegative("mate.agent.conversation.window.summary-cache-minutes", float64(w.SummaryCacheMinutes))
 	positive("mate.scheduler.tick-seconds", m.Sched.TickSeconds)
 	nonNegative("mate.scheduler.grace-minutes", float64(m.Sched.GraceMinutes))
+	if e := strings.TrimSpace(m.Tracing.OTLPEndpoint); e != "" {
+		u, err := url.Parse(e)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("mate.tracing.otlp-endpoint", "%q; accepted: the http:// or https:// URL of an OTLP/HTTP collector (e.g. http://localhost:4318), or empty for no export", e)
+		}
+	}
+	if m.Tracing.SampleRatio < 0 || m.Tracing.SampleRatio > 1 || math.IsNaN(m.Tracing.SampleRatio) {
+		bad("mate.tracing.sample-ratio", "%v; accepted: a number from 0 (no new traces) to 1 (every trace)", m.Tracing.SampleRatio)
+	}
+	if strings.ContainsAny(m.Tracing.ServiceName, " \t\n") {
+		bad("mate.tracing.service-name", "%q contains white space; accepted: a name such as matememory-api, or empty for matememory-<target>", m.Tracing.ServiceName)
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid configuration:\n  %s", strings.Join(errs, "\n  "))
 	}

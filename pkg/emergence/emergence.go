@@ -27,6 +27,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/matememory/matememory/pkg/bus"
 	"github.com/matememory/matememory/pkg/guard"
@@ -35,6 +37,7 @@ import (
 	"github.com/matememory/matememory/pkg/llm"
 	"github.com/matememory/matememory/pkg/prompt"
 	"github.com/matememory/matememory/pkg/store"
+	"github.com/matememory/matememory/pkg/tracing"
 	"github.com/matememory/matememory/pkg/workspace"
 )
 
@@ -132,6 +135,7 @@ type Worker struct {
 	now     func() time.Time
 	log     *slog.Logger
 	runs    *prometheus.CounterVec
+	tracing tracing.Messaging
 
 	mu   sync.Mutex
 	it   jetstream.MessagesContext
@@ -147,6 +151,11 @@ func WithClock(now func() time.Time) Option { return func(w *Worker) { w.now = n
 
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(w *Worker) { w.log = l } }
+
+// WithTracing starts a consumer span per delivery with m, as a child of the span that
+// published the request (its context travels in the message headers), so the model call
+// joins the trace of the cron slot or the manual trigger.
+func WithTracing(m tracing.Messaging) Option { return func(w *Worker) { w.tracing = m } }
 
 // WithRegistry registers the worker's metrics.
 func WithRegistry(reg prometheus.Registerer) Option {
@@ -325,19 +334,27 @@ func backoff(base, limit time.Duration, attempt uint64) time.Duration {
 }
 
 func (w *Worker) process(msg jetstream.Msg) {
-	ctx := context.Background()
+	ctx, span := w.tracing.StartProcess(context.Background(), msg.Subject(), msg.Headers())
+	defer span.End()
 	attempt := uint64(1)
 	if md, err := msg.Metadata(); err == nil {
 		attempt = md.NumDelivered
 	}
+	span.SetAttributes(attribute.Int64("messaging.nats.delivery_count", int64(attempt)))
 	req, err := decode(msg)
 	if err != nil {
+		span.SetStatus(codes.Error, "poison message")
 		w.deadLetter(ctx, msg, "poison: "+err.Error())
 		return
 	}
 	stop := w.keepAlive(msg)
 	run, err := w.consolidate(ctx, req, int(attempt))
 	stop()
+	span.SetAttributes(attribute.Int64("matememory.agent_id", req.AgentID), attribute.String("matememory.run.status", run.Status))
+	if act := classify(err); act == actRetry || act == actDeadLetter {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
 	last := attempt >= uint64(w.cfg.MaxDeliver)
 	switch classify(err) {
 	case actAck:

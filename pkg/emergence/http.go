@@ -15,6 +15,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/httpapi"
 	"github.com/matememory/matememory/pkg/store"
+	"github.com/matememory/matememory/pkg/tracing"
 )
 
 // Trigger is the manual trigger: it puts a request on MATE_EMERGENCE, so it goes through
@@ -25,6 +26,7 @@ type Trigger struct {
 	nc      *nats.Conn
 	timeout time.Duration
 	now     func() time.Time
+	publish []tracing.PublishOption
 }
 
 // DefaultWait is how long the manual trigger waits for the outcome by default.
@@ -34,12 +36,13 @@ const DefaultWait = 150 * time.Second
 const maxWait = 10 * time.Minute
 
 // NewTrigger builds the manual trigger; wait is how long a request waits for the outcome
-// (DefaultWait when 0). js must be on nc.
-func NewTrigger(js jetstream.JetStream, wait time.Duration) *Trigger {
+// (DefaultWait when 0). js must be on nc. opts apply to each request's publish
+// (tracing.With for a producer span).
+func NewTrigger(js jetstream.JetStream, wait time.Duration, opts ...tracing.PublishOption) *Trigger {
 	if wait <= 0 {
 		wait = DefaultWait
 	}
-	return &Trigger{js: js, nc: js.Conn(), timeout: wait, now: time.Now}
+	return &Trigger{js: js, nc: js.Conn(), timeout: wait, now: time.Now, publish: opts}
 }
 
 // Result is the manual trigger's answer.
@@ -73,7 +76,7 @@ func (t *Trigger) Run(ctx context.Context, agentID int64, wait time.Duration) (R
 		return res, failedf("subscribe for the outcome: %v", err)
 	}
 	defer sub.Unsubscribe()
-	if _, err := Publish(ctx, t.js, req); err != nil {
+	if _, err := Publish(ctx, t.js, req, t.publish...); err != nil {
 		return res, failedf("%v", err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)

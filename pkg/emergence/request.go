@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/matememory/matememory/pkg/bus"
+	"github.com/matememory/matememory/pkg/tracing"
 )
 
 // Stream and consumer names.
@@ -91,7 +92,8 @@ func DupWindow(maxAge, want time.Duration) time.Duration {
 
 // Publish stores req on MATE_EMERGENCE with its request id as Nats-Msg-Id. It reports
 // whether the server had already stored a request with that id (a duplicate, dropped).
-func Publish(ctx context.Context, js jetstream.JetStream, req Request) (duplicate bool, err error) {
+// The trace context of ctx travels in the message headers (tracing.With adds a producer span).
+func Publish(ctx context.Context, js jetstream.JetStream, req Request, opts ...tracing.PublishOption) (duplicate bool, err error) {
 	if req.AgentID <= 0 || req.RequestID == "" {
 		return false, fmt.Errorf("emergence request needs an agent and a request id: %+v", req)
 	}
@@ -100,7 +102,7 @@ func Publish(ctx context.Context, js jetstream.JetStream, req Request) (duplicat
 		return false, err
 	}
 	msg := &nats.Msg{Subject: bus.AgentSubject(bus.SubjectEmergence, req.AgentID), Data: data, Header: nats.Header{}}
-	ack, err := js.PublishMsg(ctx, msg, jetstream.WithMsgID(req.RequestID), jetstream.WithExpectStream(Stream))
+	ack, err := tracing.From(opts).PublishMsg(ctx, js, msg, jetstream.WithMsgID(req.RequestID), jetstream.WithExpectStream(Stream))
 	if err != nil {
 		return false, fmt.Errorf("publish emergence request %s for agent %d: %w", req.RequestID, req.AgentID, err)
 	}

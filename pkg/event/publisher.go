@@ -12,6 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/matememory/matememory/pkg/tracing"
 )
 
 // ErrUnavailable: JetStream did not confirm it stored the event (no connection, no
@@ -51,6 +53,7 @@ type Publisher struct {
 	js      jetstream.JetStream
 	timeout time.Duration
 	owned   bool
+	tracing tracing.Messaging
 }
 
 // Option configures a Publisher.
@@ -58,6 +61,11 @@ type Option func(*Publisher)
 
 // WithTimeout bounds how long a publish waits for the stream's acknowledgement (default 5s).
 func WithTimeout(d time.Duration) Option { return func(p *Publisher) { p.timeout = d } }
+
+// WithTracing starts a producer span per publish with t and carries its context in the
+// message headers (W3C traceparent by default). Without it, the trace context already in
+// ctx is still carried, but no span is recorded.
+func WithTracing(t tracing.Messaging) Option { return func(p *Publisher) { p.tracing = t } }
 
 // WithSharedConn makes Close leave the connection open (by default the publisher owns it).
 func WithSharedConn() Option { return func(p *Publisher) { p.owned = false } }
@@ -123,7 +131,7 @@ func (p *Publisher) publish(ctx context.Context, subject, id string, data []byte
 	h.Set(HeaderContentType, "application/json")
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	ack, err := p.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Data: data, Header: h},
+	ack, err := p.tracing.PublishMsg(ctx, p.js, &nats.Msg{Subject: subject, Data: data, Header: h},
 		jetstream.WithMsgID(id), jetstream.WithExpectStream(Stream))
 	if err != nil {
 		if errors.Is(err, nats.ErrMaxPayload) {

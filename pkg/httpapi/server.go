@@ -20,6 +20,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/matememory/matememory/pkg/config"
 )
@@ -47,6 +51,26 @@ type Server struct {
 
 	mu     sync.Mutex
 	routes []route
+
+	// traced wraps each route in a server span (WithTracing); nil = no tracing.
+	traced func(pattern string, h http.Handler) http.Handler
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithTracing makes each route a server span named by its pattern ("POST /api/v1/..."),
+// a child of the caller's span when the request carries one (traceparent, read with prop).
+func WithTracing(tp trace.TracerProvider, prop propagation.TextMapPropagator) Option {
+	return func(s *Server) {
+		opts := []otelhttp.Option{
+			otelhttp.WithTracerProvider(tp), otelhttp.WithPropagators(prop),
+			// Request metrics are Prometheus's (matememory_http_*); never the global meter.
+			otelhttp.WithMeterProvider(metricnoop.NewMeterProvider()),
+			otelhttp.WithSpanNameFormatter(func(operation string, _ *http.Request) string { return operation }),
+		}
+		s.traced = func(pattern string, h http.Handler) http.Handler { return otelhttp.NewHandler(h, pattern, opts...) }
+	}
 }
 
 type route struct {
@@ -54,8 +78,11 @@ type route struct {
 }
 
 // New builds a server. reg receives the HTTP metrics and is served at /metrics.
-func New(auth *Authenticator, reg *prometheus.Registry, log *slog.Logger) *Server {
+func New(auth *Authenticator, reg *prometheus.Registry, log *slog.Logger, opts ...Option) *Server {
 	s := &Server{mux: http.NewServeMux(), auth: auth, log: log, reg: reg}
+	for _, o := range opts {
+		o(s)
+	}
 	s.reqs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "matememory_http_requests_total", Help: "HTTP requests by route and status code.",
 	}, []string{"route", "code"})
@@ -88,7 +115,14 @@ func (s *Server) Handle(pattern, summary string, h Handler) {
 	s.mu.Lock()
 	s.routes = append(s.routes, route{method: method, path: path, summary: summary})
 	s.mu.Unlock()
-	s.mux.Handle(pattern, s.wrap(pattern, h))
+	s.mux.Handle(pattern, s.trace(pattern, s.wrap(pattern, h)))
+}
+
+func (s *Server) trace(pattern string, h http.Handler) http.Handler {
+	if s.traced == nil {
+		return h
+	}
+	return s.traced(pattern, h)
 }
 
 // HandleRaw registers a plain http.Handler (streams, MCP) behind authentication.
@@ -97,14 +131,14 @@ func (s *Server) HandleRaw(pattern, summary string, h http.Handler) {
 	s.mu.Lock()
 	s.routes = append(s.routes, route{method: method, path: path, summary: summary})
 	s.mu.Unlock()
-	s.mux.Handle(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.mux.Handle(pattern, s.trace(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.auth.Authenticate(r)
 		if err != nil {
 			writeErr(w, err)
 			return
 		}
 		h.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), p)))
-	}))
+	})))
 }
 
 func (s *Server) wrap(pattern string, h Handler) http.Handler {

@@ -38,6 +38,7 @@ import (
 	"github.com/matememory/matememory/pkg/lease"
 	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/store"
+	"github.com/matememory/matememory/pkg/tracing"
 )
 
 // LeaderBucket is the KV bucket of the scheduler's leader lease (separate from the
@@ -120,6 +121,7 @@ type Scheduler struct {
 	log    *slog.Logger
 	ledger *ledger.Ledger
 	bucket string
+	tr     tracing.Messaging
 
 	slots  *prometheus.CounterVec
 	leader prometheus.Gauge
@@ -143,6 +145,10 @@ func WithLogger(l *slog.Logger) Option { return func(s *Scheduler) { s.log = l }
 
 // WithLedger records skipped emergence slots in the run ledger.
 func WithLedger(l *ledger.Ledger) Option { return func(s *Scheduler) { s.ledger = l } }
+
+// WithTracing starts a producer span with m for each slot published (an emergence request
+// or an agent trigger); its context travels in the message headers to the consumer.
+func WithTracing(m tracing.Messaging) Option { return func(s *Scheduler) { s.tr = m } }
 
 // WithRegistry registers the scheduler's metrics.
 func WithRegistry(reg prometheus.Registerer) Option {
@@ -467,7 +473,7 @@ func (s *Scheduler) publish(ctx context.Context, j cronjob.Job, slot time.Time) 
 	case cronjob.TaskEmergence:
 		sl := slot
 		return emergence.Publish(ctx, s.js, emergence.Request{RequestID: id, AgentID: j.AgentID,
-			Source: emergence.SourceCron, JobID: j.ID, Slot: &sl, CreatedAt: s.now().UTC()})
+			Source: emergence.SourceCron, JobID: j.ID, Slot: &sl, CreatedAt: s.now().UTC()}, tracing.With(s.tr))
 	case cronjob.TaskText:
 		data, err := json.Marshal(Trigger{TriggerID: id, AgentID: j.AgentID, JobID: j.ID, JobName: j.Name,
 			Message: j.TriggerMessage, RequestBody: j.RequestBody, TriggerSource: TriggerSourceCron,
@@ -477,7 +483,7 @@ func (s *Scheduler) publish(ctx context.Context, j cronjob.Job, slot time.Time) 
 		}
 		msg := &nats.Msg{Subject: bus.AgentSubject(bus.SubjectAgentTrigger, j.AgentID), Data: data,
 			Header: nats.Header{"Mate-Trigger-Source": {TriggerSourceCron}}}
-		ack, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id), jetstream.WithExpectStream(TriggerStream))
+		ack, err := s.tr.PublishMsg(ctx, s.js, msg, jetstream.WithMsgID(id), jetstream.WithExpectStream(TriggerStream))
 		if err != nil {
 			return false, fmt.Errorf("publish trigger %s: %w", id, err)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/matememory/matememory/pkg/httpapi"
 	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/store"
+	"github.com/matememory/matememory/pkg/tracing"
 )
 
 // API holds what the pipeline's HTTP routes use.
@@ -32,6 +33,8 @@ type API struct {
 	// ManualTimeout bounds the wait for a manual summarize outcome.
 	ManualTimeout time.Duration
 	Metrics       *Metrics
+	// Tracing starts the producer span of a dead letter's retry (the publisher traces its own).
+	Tracing tracing.Messaging
 }
 
 // RegisterRoutes adds the event intake, the spec's manual summarize path, the run ledger
@@ -214,7 +217,7 @@ func (api API) retryDLQ(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	res, err := bus.RetryDeadLetter(r.Context(), api.JS, uint64(seq))
+	res, err := bus.RetryDeadLetter(r.Context(), api.JS, uint64(seq), tracing.With(api.Tracing))
 	if errors.Is(err, bus.ErrDeadLetterNotFound) {
 		return nil, httpapi.Errorf(http.StatusNotFound, "no dead letter with seq %d (already retried?)", seq)
 	}

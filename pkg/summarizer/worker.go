@@ -12,10 +12,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/matememory/matememory/pkg/bus"
 	"github.com/matememory/matememory/pkg/event"
 	"github.com/matememory/matememory/pkg/store"
+	"github.com/matememory/matememory/pkg/tracing"
 )
 
 // Worker feeds deliveries of the summarizer durable to Service.Handle and settles each
@@ -38,6 +41,7 @@ type Worker struct {
 	js   jetstream.JetStream
 	cons jetstream.Consumer
 	log  *slog.Logger
+	tr   tracing.Messaging
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -48,9 +52,17 @@ type Worker struct {
 	settled func(msg jetstream.Msg, res Result)
 }
 
+// WorkerOption configures a Worker.
+type WorkerOption func(*Worker)
+
+// WithTracing starts a consumer span per delivery with m, as a child of the span that
+// published the message (its context travels in the message headers), so the extraction
+// and its LLM call join the trace of the HTTP request that published the event.
+func WithTracing(m tracing.Messaging) WorkerOption { return func(w *Worker) { w.tr = m } }
+
 // NewWorker binds to the summarizer durable (Provision must have created it) over nc,
 // which the worker owns and closes on Stop.
-func NewWorker(ctx context.Context, svc *Service, nc *nats.Conn) (*Worker, error) {
+func NewWorker(ctx context.Context, svc *Service, nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
@@ -59,7 +71,11 @@ func NewWorker(ctx context.Context, svc *Service, nc *nats.Conn) (*Worker, error
 	if err != nil {
 		return nil, fmt.Errorf("bind to consumer %s on %s (is the pipeline provisioned?): %w", bus.ConsumerSummarizer, bus.StreamEvents, err)
 	}
-	return &Worker{svc: svc, nc: nc, js: js, cons: cons, log: svc.d.Log}, nil
+	w := &Worker{svc: svc, nc: nc, js: js, cons: cons, log: svc.d.Log}
+	for _, o := range opts {
+		o(w)
+	}
+	return w, nil
 }
 
 // Start begins fetching with Settings.Concurrency deliveries in flight.
@@ -165,14 +181,19 @@ func kindOf(subject string) string {
 func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 	m := w.svc.d.Metrics
 	kind := kindOf(msg.Subject())
+	ctx, span := w.tr.StartProcess(ctx, msg.Subject(), msg.Headers())
+	defer span.End()
 	md, err := msg.Metadata()
 	if err != nil {
 		w.log.Error("delivery without metadata", "subject", msg.Subject(), "err", err)
+		span.SetStatus(codes.Error, "delivery without metadata")
 		_ = msg.Term()
 		return
 	}
+	span.SetAttributes(attribute.Int64("messaging.nats.delivery_count", int64(md.NumDelivered)))
 	job, req, err := decode(msg)
 	if err != nil {
+		span.SetStatus(codes.Error, "poison message: "+err.Error())
 		m.DeadLetters.WithLabelValues("invalid").Inc()
 		w.deadLetter(ctx, msg, "poison message, never processable: "+err.Error(), kind)
 		return
@@ -185,6 +206,11 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 	go heartbeat(hbCtx, msg, w.svc.set.AckWait)
 	res := w.svc.Handle(ctx, job)
 	stopHB()
+	span.SetAttributes(attribute.Int64("matememory.agent_id", job.AgentID),
+		attribute.String("matememory.run.status", res.Status), attribute.String("matememory.run.id", res.RunID))
+	if res.Status == store.RunFailed {
+		span.SetStatus(codes.Error, res.Reason)
+	}
 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()

@@ -105,7 +105,7 @@ func (s *Service) flush(ctx context.Context, a *assembly, evicted int) {
 	msg.Header.Set("Content-Type", "application/json")
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_, err = s.js.PublishMsg(pctx, msg, jetstream.WithMsgID(id),
+	_, err = s.tracing.PublishMsg(pctx, s.js, msg, jetstream.WithMsgID(id),
 		jetstream.WithExpectStream(bus.StreamEvents), jetstream.WithRetryAttempts(0))
 	r.FlushID = id
 	if err != nil {

@@ -36,6 +36,7 @@ import (
 	"github.com/matememory/matememory/pkg/prompt"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/tokens"
+	"github.com/matememory/matememory/pkg/tracing"
 )
 
 // History reads a conversation's stored messages (pkg/conversation.Store).
@@ -79,6 +80,7 @@ type Service struct {
 	now         func() time.Time
 	stats       stats
 	metrics     metrics
+	tracing     tracing.Messaging
 
 	// options before New resolves them
 	bucket   string
@@ -121,6 +123,10 @@ func WithChunkTokens(n int) Option { return func(s *Service) { s.chunkTokens = n
 
 // WithClock replaces time.Now (tests).
 func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
+
+// WithTracing starts a producer span with m for each flush request the window publishes to
+// the summarizer (the request's trace context travels in the message headers either way).
+func WithTracing(m tracing.Messaging) Option { return func(s *Service) { s.tracing = m } }
 
 // WithRegisterer registers the service's Prometheus metrics.
 func WithRegisterer(r prometheus.Registerer) Option { return func(s *Service) { s.reg = r } }
