@@ -61,14 +61,14 @@ func TestLeaseIsExclusiveAndReleasable(t *testing.T) {
 
 // Renewal keeps a lease past its TTL; a holder that dies (no renewal) frees it after the TTL.
 func TestLeaseRenewsAndExpires(t *testing.T) {
-	ttl := 1500 * time.Millisecond
+	ttl := 3 * time.Second
 	ms, js := managers(t, ttl, "w1", "w2")
 	ctx := context.Background()
 	l, err := ms[0].Acquire(ctx, 1, "long job")
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * ttl)
+	deadline := time.Now().Add(2 * ttl)
 	for time.Now().Before(deadline) {
 		if _, err := ms[1].Acquire(ctx, 1, "x"); !errors.Is(err, lease.ErrHeld) {
 			t.Fatalf("lease not held during renewal: %v", err)
@@ -94,7 +94,7 @@ func TestLeaseRenewsAndExpires(t *testing.T) {
 	if _, err := ms[1].Acquire(ctx, 1, "x"); !errors.Is(err, lease.ErrHeld) {
 		t.Fatalf("crashed holder's lease not held: %v", err)
 	}
-	deadline = time.Now().Add(10 * ttl)
+	deadline = time.Now().Add(5 * ttl)
 	for {
 		l2, err := ms[1].Acquire(ctx, 1, "after crash")
 		if err == nil {
