@@ -100,27 +100,43 @@ func (m *Manager) Holder(ctx context.Context, agentID int64) (Holder, error) {
 
 func (l *Lease) renew(val []byte) {
 	defer close(l.done)
-	t := time.NewTicker(l.m.ttl / 3)
-	defer t.Stop()
+	ttl := l.m.ttl
+	lastOK := time.Now()
+	wait := ttl / 3
 	for {
 		select {
 		case <-l.ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(wait):
 		}
 		l.mu.Lock()
 		rev := l.rev
 		l.mu.Unlock()
-		ctx, cancel := context.WithTimeout(l.ctx, l.m.ttl/3)
+		// The key lives until lastOK+ttl; stop trying a little before that so that a holder
+		// never believes it holds a key that has already expired.
+		left := ttl - time.Since(lastOK) - ttl/10
+		if left <= 0 {
+			l.cancel(fmt.Errorf("%w: could not renew the lease on agent %s within its TTL", ErrLost, l.key))
+			return
+		}
+		ctx, cancel := context.WithTimeout(l.ctx, min(left, ttl/3))
 		next, err := l.m.kv.Update(ctx, l.key, val, rev)
 		cancel()
 		if err != nil {
 			if l.ctx.Err() != nil {
 				return
 			}
-			l.cancel(fmt.Errorf("%w: renew lease on agent %s: %v", ErrLost, l.key, err))
-			return
+			if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound) {
+				// Someone else holds the key now (ours expired or was deleted): fenced out.
+				l.cancel(fmt.Errorf("%w: renew lease on agent %s: %v", ErrLost, l.key, err))
+				return
+			}
+			// A transient failure (leader election, slow disk): retry soon, within the TTL.
+			wait = min(250*time.Millisecond, ttl/10)
+			continue
 		}
+		lastOK = time.Now()
+		wait = ttl / 3
 		l.mu.Lock()
 		l.rev = next
 		l.mu.Unlock()
