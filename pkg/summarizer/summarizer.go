@@ -579,6 +579,12 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, run *led
 			return s.workErr(ctx, l, job, "after the daily append", err)
 		}
 	}
+	// What the model answered is written: finish the bookkeeping even when the worker is
+	// stopping, so that a graceful stop never leaves the extraction half-done (watermarks
+	// behind an appended entry, a stale intent, a "failed" run for work that was done). Only
+	// a lost lease stops it; the intent is then the next lease holder's to recover.
+	ctx, cancel := context.WithTimeout(l.Context(), 10*time.Second)
+	defer cancel()
 	if err := s.advance(ctx, agentID, b.spans); err != nil {
 		return s.workErr(ctx, l, job, "advance watermarks", err)
 	}
