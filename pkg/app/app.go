@@ -276,7 +276,11 @@ func (a *App) Banner() string {
 	fmt.Fprintf(&b, "MateMemory (%s) listening on http://%s\n", strings.Join(a.Opts.Targets, ","), a.Addr)
 	fmt.Fprintf(&b, "  database: %s", a.Cfg.Mate.Database.Driver)
 	if a.Cfg.Mate.Database.Driver == "sqlite" {
-		fmt.Fprintf(&b, " (%s)", filepath.Join(a.Cfg.Mate.DataDir, "matememory.db"))
+		where := a.Cfg.Mate.Database.DSN // a file name, no secret in it
+		if where == "" {
+			where = filepath.Join(a.Cfg.Mate.DataDir, "matememory.db")
+		}
+		fmt.Fprintf(&b, " (%s)", where)
 	}
 	b.WriteString("\n")
 	if a.Embedded != nil {
