@@ -44,9 +44,6 @@ func StartCluster(t testing.TB, n int) *Cluster {
 		c.clients = append(c.clients, freePort(t))
 		c.routes = append(c.routes, freePort(t))
 	}
-	for i := 0; i < n; i++ {
-		c.Nodes[i] = c.start(i)
-	}
 	t.Cleanup(func() {
 		for _, ns := range c.Nodes {
 			if ns != nil {
@@ -55,11 +52,38 @@ func StartCluster(t testing.TB, n int) *Cluster {
 			}
 		}
 	})
+	for i := 0; i < n; i++ {
+		c.Nodes[i] = c.startFirst(i)
+	}
 	c.WaitReady(30 * time.Second)
 	return c
 }
 
+// startFirst starts node i for the first time. A port from freePort can be taken by another
+// socket (an outgoing connection's ephemeral port, on a busy machine) before the server
+// binds it; then the node gets new ports and another try. Restart keeps a node's ports.
+func (c *Cluster) startFirst(i int) *server.Server {
+	for attempt := 1; ; attempt++ {
+		ns, err := c.try(i, 15*time.Second)
+		if err == nil {
+			return ns
+		}
+		if attempt == 3 {
+			c.t.Fatalf("start node %d: %v", i+1, err)
+		}
+		c.clients[i], c.routes[i] = freePort(c.t), freePort(c.t)
+	}
+}
+
 func (c *Cluster) start(i int) *server.Server {
+	ns, err := c.try(i, 20*time.Second)
+	if err != nil {
+		c.t.Fatalf("start node %d: %v", i+1, err)
+	}
+	return ns
+}
+
+func (c *Cluster) try(i int, ready time.Duration) (*server.Server, error) {
 	var routes []string
 	for j, p := range c.routes {
 		if j != i {
@@ -84,13 +108,15 @@ func (c *Cluster) start(i int) *server.Server {
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {
-		c.t.Fatalf("start node %d: %v", i+1, err)
+		return nil, err
 	}
 	go ns.Start()
-	if !ns.ReadyForConnections(20 * time.Second) {
-		c.t.Fatalf("node %d not ready", i+1)
+	if !ns.ReadyForConnections(ready) {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		return nil, fmt.Errorf("not ready for connections on 127.0.0.1:%d within %s", c.clients[i], ready)
 	}
-	return ns
+	return ns, nil
 }
 
 // URL is the comma-separated client URL list of every node.
