@@ -7,7 +7,7 @@ package cluster
 //	go test ./test/cluster -run '^$' -bench . -benchtime=1x -timeout 60m
 //	MATE_BENCH_DRAIN_PROCS=4,8 go test ./test/cluster -run '^$' -bench Drain -benchtime=1x
 //
-// Figures, machine and exact commands: docs/benchmarks-cluster.md.
+// Figures, machine and exact commands: docs/benchmarks.md.
 
 import (
 	"context"

@@ -6,5 +6,5 @@
 //	go test ./test/cluster -v                                  # the cluster tests
 //	go test ./test/cluster -run '^$' -bench . -benchtime=1x    # the throughput benchmarks
 //
-// Figures: docs/benchmarks-cluster.md.
+// Figures: docs/benchmarks.md.
 package cluster
