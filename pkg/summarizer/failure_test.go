@@ -143,7 +143,9 @@ func TestWorkerStoppedMidExtraction(t *testing.T) {
 			t.Fatalf("daily notes: %+v", notes)
 		}
 		runs := h.runs("e-kill")
-		if len(runs) != 2 || runs[1].Status != store.RunFailed || runs[0].Status != store.RunCompleted || runs[0].Attempt != 2 {
+		// The handed-back delivery can first be routed to the stopped worker's still-open pull
+		// request and come back only after AckWait, so the completing attempt may be the 3rd.
+		if len(runs) != 2 || runs[1].Status != store.RunFailed || runs[0].Status != store.RunCompleted || runs[0].Attempt < 2 {
 			t.Fatalf("runs: %+v", runs)
 		}
 	})
