@@ -124,15 +124,28 @@ type putResult struct {
 	Created bool `json:"created"`
 }
 
-func (h wsHandlers) put(r *http.Request) (any, error) {
+// writeTarget reads the file a write addresses and its If-Match precondition. notCreate
+// names a method ("PATCH", "DELETE") for which If-Match: 0 (create only) makes no sense.
+func writeTarget(r *http.Request, notCreate string) (fileTarget, int64, error) {
 	t, err := target(r)
 	if err != nil {
-		return nil, err
+		return t, 0, err
 	}
 	if err := t.only(r, ""); err != nil {
-		return nil, err
+		return t, 0, err
 	}
 	expect, err := httpapi.IfMatch(r)
+	if err != nil {
+		return t, 0, err
+	}
+	if notCreate != "" && expect == workspace.CreateOnly {
+		return t, 0, httpapi.BadRequest("If-Match: 0 (create only) does not apply to %s; send the file's version", notCreate)
+	}
+	return t, expect, nil
+}
+
+func (h wsHandlers) put(r *http.Request) (any, error) {
+	t, expect, err := writeTarget(r, "")
 	if err != nil {
 		return nil, err
 	}
@@ -160,19 +173,9 @@ type patchBody struct {
 }
 
 func (h wsHandlers) patch(r *http.Request) (any, error) {
-	t, err := target(r)
+	t, expect, err := writeTarget(r, "PATCH")
 	if err != nil {
 		return nil, err
-	}
-	if err := t.only(r, ""); err != nil {
-		return nil, err
-	}
-	expect, err := httpapi.IfMatch(r)
-	if err != nil {
-		return nil, err
-	}
-	if expect == workspace.CreateOnly {
-		return nil, httpapi.BadRequest("If-Match: 0 (create only) does not apply to PATCH; send the file's version")
 	}
 	var b patchBody
 	if err := httpapi.Decode(r, &b); err != nil {
@@ -189,19 +192,9 @@ func (h wsHandlers) patch(r *http.Request) (any, error) {
 }
 
 func (h wsHandlers) delete(r *http.Request) (any, error) {
-	t, err := target(r)
+	t, expect, err := writeTarget(r, "DELETE")
 	if err != nil {
 		return nil, err
-	}
-	if err := t.only(r, ""); err != nil {
-		return nil, err
-	}
-	expect, err := httpapi.IfMatch(r)
-	if err != nil {
-		return nil, err
-	}
-	if expect == workspace.CreateOnly {
-		return nil, httpapi.BadRequest("If-Match: 0 (create only) does not apply to DELETE; send the file's version")
 	}
 	if err := h.ws.Delete(r.Context(), t.agentID, t.name, expect, change(r)); err != nil {
 		return nil, err
