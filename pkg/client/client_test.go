@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -13,40 +12,11 @@ import (
 	"time"
 
 	"github.com/matememory/matememory/pkg/app"
+	"github.com/matememory/matememory/pkg/app/apptest"
 	"github.com/matememory/matememory/pkg/client"
-	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/tool"
 )
-
-// startApp runs the real composition root: SQLite in a temp dir, embedded NATS, HTTP on a
-// free loopback port. keys is MATE_AUTH_KEYS syntax ("" = no keys).
-func startApp(t *testing.T, keys string) *app.App {
-	t.Helper()
-	cfg := config.Default()
-	cfg.Mate.DataDir = t.TempDir()
-	cfg.Mate.HTTP.Addr = "127.0.0.1:0"
-	cfg.Mate.NATS.URL = ""
-	cfg.Mate.NATS.SyncAlways = false
-	cfg.Mate.Timezone = "UTC"
-	if keys != "" {
-		k, err := config.ParseKeys(keys)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Mate.Auth.Keys = k
-	}
-	ctx := context.Background()
-	a, err := app.New(ctx, app.Options{Config: cfg, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Close)
-	if err := a.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
 
 func newClient(t *testing.T, a *app.App, key string) *client.Client {
 	t.Helper()
@@ -79,7 +49,7 @@ func TestNew(t *testing.T) {
 }
 
 func TestFiles(t *testing.T) {
-	a := startApp(t, "")
+	a := apptest.Start(t, "")
 	c := newClient(t, a, "")
 	ctx := ctx(t)
 	const name = "memory/2026-04-01.md"
@@ -198,7 +168,7 @@ func TestFiles(t *testing.T) {
 }
 
 func TestTools(t *testing.T) {
-	a := startApp(t, "")
+	a := apptest.Start(t, "")
 	c := newClient(t, a, "")
 	ctx := ctx(t)
 
@@ -275,7 +245,7 @@ func TestTools(t *testing.T) {
 }
 
 func TestMessages(t *testing.T) {
-	a := startApp(t, "")
+	a := apptest.Start(t, "")
 	c := newClient(t, a, "")
 	ctx := ctx(t)
 	const conv = "conv/1 ä"
@@ -334,7 +304,7 @@ func TestMessages(t *testing.T) {
 
 // TestMessagesFollowsPages stores more than one server page (1000) and reads them all back.
 func TestMessagesFollowsPages(t *testing.T) {
-	a := startApp(t, "")
+	a := apptest.Start(t, "")
 	c := newClient(t, a, "")
 	ctx := ctx(t)
 	const total = 1203
@@ -358,7 +328,7 @@ func TestMessagesFollowsPages(t *testing.T) {
 }
 
 func TestAuthErrors(t *testing.T) {
-	a := startApp(t, "k1=1;k2=2")
+	a := apptest.Start(t, "k1=1;k2=2")
 	ctx := ctx(t)
 	if _, err := newClient(t, a, "k1").WriteFile(ctx, 1, "a.md", "x", client.AnyVersion); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/matememory/matememory/pkg/app"
+	"github.com/matememory/matememory/pkg/app/apptest"
 	"github.com/matememory/matememory/pkg/client"
 	"github.com/matememory/matememory/pkg/event"
 )
@@ -70,7 +71,7 @@ func waitRuns(t *testing.T, c *client.Client, agentID int64, f client.RunFilter,
 }
 
 func TestPublishCompletion(t *testing.T) {
-	a := startApp(t, "k1=1;k2=2")
+	a := apptest.Start(t, "k1=1;k2=2")
 	requireRoute(t, a, "POST", "/api/v1/events/conversation-completed")
 	requireRoute(t, a, "GET", "/api/v1/memory/{agentId}/runs")
 	c := newClient(t, a, "k1")
@@ -135,7 +136,7 @@ func TestPublishCompletion(t *testing.T) {
 }
 
 func TestSummarize(t *testing.T) {
-	a := startApp(t, "")
+	a := apptest.Start(t, "")
 	requireRoute(t, a, "POST", "/api/v1/memory/{agentId}/summarize/{conversationId}")
 	requireRoute(t, a, "GET", "/api/v1/memory/{agentId}/runs")
 	c := newClient(t, a, "")
@@ -159,7 +160,7 @@ func TestSummarize(t *testing.T) {
 }
 
 func TestEmergence(t *testing.T) {
-	a := startApp(t, "")
+	a := apptest.Start(t, "")
 	requireRoute(t, a, "POST", "/api/v1/memory/{agentId}/emergence")
 	requireRoute(t, a, "GET", "/api/v1/memory/{agentId}/runs")
 	c := newClient(t, a, "")
@@ -189,7 +190,7 @@ func TestEmergence(t *testing.T) {
 }
 
 func TestAssembleContext(t *testing.T) {
-	a := startApp(t, "")
+	a := apptest.Start(t, "")
 	requireRoute(t, a, "POST", "/api/v1/agents/{agentId}/conversations/{conversationId}/context")
 	c := newClient(t, a, "")
 	chat(t, c, 4, "c-ctx")

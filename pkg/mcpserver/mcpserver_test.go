@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -15,40 +14,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/matememory/matememory/pkg/app"
-	"github.com/matememory/matememory/pkg/config"
+	"github.com/matememory/matememory/pkg/app/apptest"
 	"github.com/matememory/matememory/pkg/mcpserver"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/tool"
 )
-
-// startApp runs the real composition root: SQLite in a temp dir, embedded NATS, HTTP on a
-// free loopback port. keys is MATE_AUTH_KEYS syntax ("" = no keys).
-func startApp(t *testing.T, keys string) *app.App {
-	t.Helper()
-	cfg := config.Default()
-	cfg.Mate.DataDir = t.TempDir()
-	cfg.Mate.HTTP.Addr = "127.0.0.1:0"
-	cfg.Mate.NATS.URL = ""
-	cfg.Mate.NATS.SyncAlways = false
-	cfg.Mate.Timezone = "UTC"
-	if keys != "" {
-		k, err := config.ParseKeys(keys)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Mate.Auth.Keys = k
-	}
-	ctx := context.Background()
-	a, err := app.New(ctx, app.Options{Config: cfg, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Close)
-	if err := a.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return a
-}
 
 // bearer adds an API key to every request.
 type bearer struct {
@@ -202,7 +172,7 @@ func exercise(t *testing.T, cs *mcp.ClientSession, agentID int64) {
 }
 
 func TestHTTPListsAndCallsTheFourTools(t *testing.T) {
-	a := startApp(t, "k1=1;k2=2")
+	a := apptest.Start(t, "k1=1;k2=2")
 	cs, err := connectHTTP(t, a, "1", "k1", "")
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +208,7 @@ func TestHTTPListsAndCallsTheFourTools(t *testing.T) {
 }
 
 func TestHTTPAgentComesFromTheURLNotArguments(t *testing.T) {
-	a := startApp(t, "k1=1;k2=2;all=*")
+	a := apptest.Start(t, "k1=1;k2=2;all=*")
 	cs, err := connectHTTP(t, a, "1", "k1", "")
 	if err != nil {
 		t.Fatal(err)
@@ -289,7 +259,7 @@ func post(t *testing.T, a *app.App, agent, key, body string) (int, []byte) {
 const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"curl","version":"1"}}}`
 
 func TestHTTPAuthorization(t *testing.T) {
-	a := startApp(t, "k1=1;k2=2")
+	a := apptest.Start(t, "k1=1;k2=2")
 	cases := []struct {
 		name, agent, key string
 		status           int
@@ -341,7 +311,7 @@ func TestHTTPAuthorization(t *testing.T) {
 }
 
 func TestHTTPToolErrorsCarryTheRESTMessage(t *testing.T) {
-	a := startApp(t, "")
+	a := apptest.Start(t, "")
 	cs, err := connectHTTP(t, a, "7", "", "")
 	if err != nil {
 		t.Fatal(err)
@@ -390,7 +360,7 @@ func TestHTTPToolErrorsCarryTheRESTMessage(t *testing.T) {
 }
 
 func TestHTTPLanguage(t *testing.T) {
-	a := startApp(t, "")
+	a := apptest.Start(t, "")
 	for _, lang := range []string{"en", "zh"} {
 		cs, err := connectHTTP(t, a, "1", "", "?language="+lang)
 		if err != nil {
@@ -421,7 +391,7 @@ func TestHTTPLanguage(t *testing.T) {
 
 // TestServeStdio runs the stdio server over pipes with the SDK client on the other ends.
 func TestServeStdio(t *testing.T) {
-	a := startApp(t, "")
+	a := apptest.Start(t, "")
 	cs := connectPipes(t, func(ctx context.Context, in io.Reader, out io.Writer) error {
 		return mcpserver.ServeStdio(ctx, a.Tools, 3, "en", nil, in, out)
 	})
