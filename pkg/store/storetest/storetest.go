@@ -91,16 +91,6 @@ func MySQL(t testing.TB) (DB, bool) {
 	return DB{Name: "mysql", Driver: "mysql", DSN: testDSN, DB: db}, true
 }
 
-// All returns SQLite and, when configured, MySQL: run the test body once for each.
-func All(t *testing.T) []DB {
-	t.Helper()
-	out := []DB{SQLite(t)}
-	if my, ok := MySQL(t); ok {
-		out = append(out, my)
-	}
-	return out
-}
-
 // Each runs fn as a subtest against every available database.
 func Each(t *testing.T, fn func(t *testing.T, db DB)) {
 	t.Helper()
