@@ -113,7 +113,7 @@ func TestManualSummarize(t *testing.T) {
 		fake := llmtest.New(t, echoLLM)
 		h := newHarness(t, db, withLLM(fake), withSettings(func(s *Settings) {
 			s.Memory.CooldownMinutes = 5
-			s.ManualTimeout = 15 * time.Second
+			s.ManualTimeout = 60 * time.Second // generous: a loaded CI machine can delay a delivery by an AckWait or two
 		}))
 		srv := h.httpServer()
 		h.conversation(1, "c1", "t1-1", 4)
