@@ -71,8 +71,9 @@ type Message struct {
 // fields after EventID and OccurredAt are the spec's record; MessageCount is the number of
 // messages in the conversation so far and UserMessage the last user message.
 type ConversationCompletedEvent struct {
-	// EventID identifies the event; it is the JetStream Nats-Msg-Id, so publishing the same
-	// event twice (a client retry) stores it once. Empty: the publisher assigns a UUID (and
+	// EventID identifies the event among its agent's events; "<agentId>:<eventId>" is the
+	// JetStream Nats-Msg-Id (MsgID), so publishing the same event twice (a client retry)
+	// stores it once, and another agent's event with the same id is stored all the same. Empty: the publisher assigns a UUID (and
 	// a retry then is a new event: set it yourself to make retries safe).
 	EventID string `json:"eventId"`
 	// OccurredAt is when the conversation completed; zero: the publisher sets it.

@@ -115,7 +115,7 @@ func TestPublisherAcksAndDeduplicates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Subject != "mate.conversation.completed.7" || m.Header.Get(nats.MsgIdHdr) != e.EventID || m.Header.Get(wmnats.WatermillUUIDHdr) != e.EventID {
+	if m.Subject != "mate.conversation.completed.7" || m.Header.Get(nats.MsgIdHdr) != "7:"+e.EventID || m.Header.Get(wmnats.WatermillUUIDHdr) != "7:"+e.EventID {
 		t.Fatalf("stored %s %v", m.Subject, m.Header)
 	}
 	back, err := event.DecodeCompleted(m.Data)
@@ -148,7 +148,7 @@ func TestPublisherUnavailable(t *testing.T) {
 }
 
 // A chat service on watermill publishes with watermill-nats' own publisher; the message on
-// the stream is the same: Nats-Msg-Id is the event id, duplicates are dropped.
+// the stream is the same: Nats-Msg-Id is "<agentId>:<eventId>", duplicates are dropped.
 func TestWatermillPublisherInterop(t *testing.T) {
 	d, js := setup(t)
 	nc, _ := d.Connect("wm-pub")
@@ -174,7 +174,7 @@ func TestWatermillPublisherInterop(t *testing.T) {
 		t.Fatalf("%d messages stored, want 1 (deduplicated by event id)", info.State.Msgs)
 	}
 	m, _ := s.GetMsg(ctx, 1)
-	if m.Header.Get(nats.MsgIdHdr) != "e1" {
+	if m.Header.Get(nats.MsgIdHdr) != "7:e1" {
 		t.Fatalf("Nats-Msg-Id %q", m.Header.Get(nats.MsgIdHdr))
 	}
 	if back, err := event.DecodeCompleted(m.Data); err != nil || back.ConversationID != "c1" {
