@@ -458,7 +458,7 @@ func TestCompose(t *testing.T) {
 		t.Errorf("compose runs %v; expected one service per binary %v", bins, cmdNames(t))
 	}
 	// An operator's own settings flow through interpolation into valid configuration.
-	noErrs(t, checkCompose(t, p, map[string]string{"MATE_AUTH_KEYS": "k1=1,2;ops=admin", "OPENAI_BASE_URL": "http://127.0.0.1:11434/v1", "MATE_LLM_MODEL": "qwen2.5"}))
+	noErrs(t, checkCompose(t, p, map[string]string{"MATE_AUTH_KEYS": "chat-key-0123456789=1,2;ops-key-0123456789=admin", "OPENAI_BASE_URL": "http://127.0.0.1:11434/v1", "MATE_LLM_MODEL": "qwen2.5"}))
 }
 
 func TestComposeChecksFail(t *testing.T) {

@@ -152,15 +152,19 @@ func New(ctx context.Context, o Options) (*App, error) {
 		a.onClose(unlock)
 		ns, err := bus.StartEmbedded(bus.EmbeddedOptions{
 			StoreDir: filepath.Join(m.DataDir, "nats"), Listen: m.NATS.EmbeddedListen, SyncAlways: m.NATS.SyncAlways,
+			Auth: natsAuth(m.NATS),
 		})
 		if err != nil {
 			return nil, err
 		}
 		a.Embedded = ns
-		a.Dialer = bus.Dialer{Server: ns}
+		a.Dialer = bus.Dialer{Server: ns, Auth: natsAuth(m.NATS)}
+		if m.NATS.EmbeddedListen != "" && !m.NATS.HasCredentials() && len(m.Auth.Keys) > 0 {
+			a.Log.Warn("the embedded NATS listener takes anonymous clients: any local process can read and publish events, bypassing the API keys; set mate.nats.user and mate.nats.password", "listen", m.NATS.EmbeddedListen)
+		}
 		a.onClose(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	} else {
-		a.Dialer = bus.Dialer{URL: m.NATS.URL}
+		a.Dialer = bus.Dialer{URL: m.NATS.URL, Auth: natsAuth(m.NATS)}
 	}
 	nc, err := a.Dialer.Connect("matememory-core")
 	if err != nil {
@@ -193,6 +197,11 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	ok = true
 	return a, nil
+}
+
+func natsAuth(n config.NATS) bus.Auth {
+	return bus.Auth{User: n.User, Password: n.Password, NKeySeedFile: n.NKeySeedFile, CredsFile: n.CredsFile,
+		CertFile: n.TLS.CertFile, KeyFile: n.TLS.KeyFile, CAFile: n.TLS.CAFile}
 }
 
 // agentHooks are run when an agent is first seen (in the same transaction).

@@ -28,6 +28,9 @@ type EmbeddedOptions struct {
 	SyncAlways bool
 	// ServerName names the server (must be unique within a cluster).
 	ServerName string
+	// Auth is what the listener requires of clients (and what in-process connections
+	// present). A listener that is not loopback is refused without credentials.
+	Auth Auth
 }
 
 // StartEmbedded starts a NATS server with JetStream in this process.
@@ -49,9 +52,15 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 	if opts.ServerName == "" {
 		opts.ServerName = "matememory-embedded"
 	}
+	if err := o.Auth.serverOptions(opts); err != nil {
+		return nil, err
+	}
 	if o.Listen == "" {
 		opts.DontListen = true
 	} else {
+		if !o.Auth.Required() && !loopback(o.Listen) {
+			return nil, fmt.Errorf("embedded nats: refusing to listen on %s without credentials: anyone reaching it could read every agent's conversations and publish events; set mate.nats.user and mate.nats.password (or mate.nats.nkey-seed-file), or listen on 127.0.0.1", o.Listen)
+		}
 		host, port, err := net.SplitHostPort(o.Listen)
 		if err != nil {
 			return nil, fmt.Errorf("embedded nats: listen %q: %w", o.Listen, err)
@@ -78,12 +87,26 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 	return ns, nil
 }
 
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // Dialer opens NATS connections either to an in-process server or to URLs.
 type Dialer struct {
 	// Server, when set, is used through an in-process connection.
 	Server *server.Server
 	// URL is a NATS URL or a comma-separated list (a cluster).
 	URL string
+	// Auth is presented on every connection.
+	Auth Auth
 }
 
 // Connect opens a new connection. Each subscriber and publisher should own its connection:
@@ -95,8 +118,17 @@ func (d Dialer) Connect(name string, extra ...nats.Option) (*nats.Conn, error) {
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.RetryOnFailedConnect(false),
 	}, extra...)
+	auth, err := d.Auth.clientOptions()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, auth...)
 	if d.Server != nil {
 		opts = append(opts, nats.InProcessServer(d.Server))
+		if d.Auth.CertFile != "" && d.Auth.CAFile == "" {
+			// The embedded server's own (maybe self-signed) certificate is the one to trust.
+			opts = append(opts, nats.RootCAs(d.Auth.CertFile))
+		}
 		nc, err := nats.Connect("", opts...)
 		if err != nil {
 			return nil, fmt.Errorf("connect to embedded nats: %w", err)

@@ -68,6 +68,30 @@ type NATS struct {
 	MaxDeliver int `yaml:"max-deliver"`
 	// AckWaitSeconds must exceed the worst-case LLM call.
 	AckWaitSeconds float64 `yaml:"ack-wait-seconds"`
+	// User and Password authenticate this process to NATS. With the embedded server they are
+	// also the one account its TCP listener accepts (required when it is not loopback).
+	User     string `yaml:"user"`
+	Password string `yaml:"password"`
+	// NKeySeedFile authenticates with an NKEY seed instead; the embedded listener then accepts
+	// that key's public part.
+	NKeySeedFile string `yaml:"nkey-seed-file"`
+	// CredsFile is a JWT user credentials file (decentralised auth on an external cluster).
+	CredsFile string  `yaml:"creds-file"`
+	TLS       NATSTLS `yaml:"tls"`
+}
+
+// NATSTLS configures TLS to NATS: for an external server, the CA to trust and an optional
+// client certificate; for the embedded listener, its certificate and key (and, with CAFile,
+// client certificates are verified).
+type NATSTLS struct {
+	CertFile string `yaml:"cert-file"`
+	KeyFile  string `yaml:"key-file"`
+	CAFile   string `yaml:"ca-file"`
+}
+
+// HasCredentials reports whether NATS credentials are configured.
+func (n NATS) HasCredentials() bool {
+	return n.User != "" || n.NKeySeedFile != "" || n.CredsFile != ""
 }
 
 // LLM selects an OpenAI-compatible endpoint. Empty BaseURL and APIKey = offline provider.

@@ -84,7 +84,7 @@ func TestEnvOverrides(t *testing.T) {
 		"MATE_MEMORY_AUTO_SUMMARIZE_ENABLED", "false",
 		"MATE_AGENT_CONVERSATION_WINDOW_COMPACT_TRIGGER_RATIO", "0.5",
 		"MATE_AGENT_CONVERSATION_WINDOW_DEFAULT_MAX_INPUT_TOKENS", " 64000 ",
-		"MATE_AUTH_KEYS", "k1=1,2;ops=admin;all=*",
+		"MATE_AUTH_KEYS", "k1-0123456789abcdef=1,2;ops-0123456789abcdef=admin;all-0123456789abcdef=*",
 		"MATE_LANGUAGE", "en",
 	))
 	if err != nil {
@@ -101,7 +101,7 @@ func TestEnvOverrides(t *testing.T) {
 		t.Errorf("window overrides: %+v", w)
 	}
 	k := m.Auth.Keys
-	if len(k) != 3 || k[0].Key != "k1" || strings.Join(k[0].Agents, ",") != "1,2" || !k[1].Admin || k[2].Agents[0] != "*" {
+	if len(k) != 3 || k[0].Key != "k1-0123456789abcdef" || strings.Join(k[0].Agents, ",") != "1,2" || !k[1].Admin || k[2].Agents[0] != "*" {
 		t.Errorf("keys: %+v", k)
 	}
 }
@@ -147,7 +147,7 @@ mate:
         preserve-recent-pairs: 4
   auth:
     keys:
-      - key: s3cret
+      - key: s3cret-0123456789abcdef
         agents: ["1", "2"]
 `)
 	cfg, err := config.Load(p, env("MATE_MEMORY_EMERGENCE_DAY_RANGE", "5"))
@@ -164,7 +164,7 @@ mate:
 	if m.Memory.MinMessagesForSummarize != 4 {
 		t.Errorf("keys absent from the file must keep their defaults: %d", m.Memory.MinMessagesForSummarize)
 	}
-	if len(m.Auth.Keys) != 1 || m.Auth.Keys[0].Key != "s3cret" {
+	if len(m.Auth.Keys) != 1 || m.Auth.Keys[0].Key != "s3cret-0123456789abcdef" {
 		t.Errorf("keys from file: %+v", m.Auth.Keys)
 	}
 	if _, err := config.Load(writeFile(t, ""), env()); err != nil {
@@ -205,7 +205,12 @@ func TestBadValuesNameTheKey(t *testing.T) {
 		{[]string{"MATE_MEMORY_MAX_FILE_BYTES", "0"}, []string{"mate.memory.max-file-bytes"}},
 		{[]string{"MATE_NATS_REPLICAS", "2"}, []string{"mate.nats.replicas", "accepted: 1, 3, 5"}},
 		{[]string{"MATE_AUTH_KEYS", "justakey"}, []string{"MATE_AUTH_KEYS", "key=agentIds"}},
-		{[]string{"MATE_AUTH_KEYS", "k=abc"}, []string{"mate.auth.keys", "positive agent id or *"}},
+		{[]string{"MATE_AUTH_KEYS", "k-0123456789abcdef=abc"}, []string{"mate.auth.keys", "positive agent id or *"}},
+		{[]string{"MATE_AUTH_KEYS", "x=*"}, []string{"mate.auth.keys", "key #1 is 1 characters; at least 16"}},
+		{[]string{"MATE_NATS_EMBEDDED_LISTEN", "0.0.0.0:4222"}, []string{"mate.nats.embedded-listen", "not a loopback address", "mate.nats.user"}},
+		{[]string{"MATE_NATS_USER", "mate"}, []string{"mate.nats.password", "set both or neither"}},
+		{[]string{"MATE_NATS_CREDS_FILE", "/x.creds"}, []string{"mate.nats.creds-file", "external NATS"}},
+		{[]string{"MATE_NATS_TLS_CERT_FILE", "/c.pem"}, []string{"mate.nats.tls.key-file", "set both or neither"}},
 		{[]string{"MATE_LLM_MODEL", ""}, []string{"mate.llm.model", "must not be empty"}},
 	}
 	for _, c := range cases {

@@ -44,6 +44,25 @@ func (c Config) Validate() error {
 			bad("mate.nats.embedded-listen", "%q is not host:port; leave empty for in-process only", m.NATS.EmbeddedListen)
 		}
 	}
+	n := m.NATS
+	if n.URL == "" && n.EmbeddedListen != "" && !LoopbackOnly(n.EmbeddedListen) && n.User == "" && n.NKeySeedFile == "" {
+		bad("mate.nats.embedded-listen", "%q is not a loopback address: anyone reaching it could read every agent's conversations and publish events for any agent; set mate.nats.user and mate.nats.password (or mate.nats.nkey-seed-file) so that clients must authenticate, or listen on 127.0.0.1", n.EmbeddedListen)
+	}
+	if (n.User == "") != (n.Password == "") {
+		bad("mate.nats.password", "mate.nats.user and mate.nats.password go together: set both or neither")
+	}
+	if n.User != "" && n.NKeySeedFile != "" {
+		bad("mate.nats.nkey-seed-file", "set either mate.nats.user/password or mate.nats.nkey-seed-file, not both")
+	}
+	if n.CredsFile != "" && n.URL == "" {
+		bad("mate.nats.creds-file", "JWT credentials need an external NATS (mate.nats.url); the embedded server takes mate.nats.user/password or mate.nats.nkey-seed-file")
+	}
+	if (n.TLS.CertFile == "") != (n.TLS.KeyFile == "") {
+		bad("mate.nats.tls.key-file", "mate.nats.tls.cert-file and mate.nats.tls.key-file go together: set both or neither")
+	}
+	if n.URL == "" && n.TLS.CAFile != "" && n.TLS.CertFile == "" {
+		bad("mate.nats.tls.cert-file", "the embedded listener needs its certificate and key to verify client certificates against mate.nats.tls.ca-file")
+	}
 	if m.NATS.Replicas != 1 && m.NATS.Replicas != 3 && m.NATS.Replicas != 5 {
 		bad("mate.nats.replicas", "%d; accepted: 1, 3, 5", m.NATS.Replicas)
 	}
@@ -70,6 +89,8 @@ func (c Config) Validate() error {
 	for i, k := range m.Auth.Keys {
 		if k.Key == "" {
 			bad("mate.auth.keys", "key #%d is empty", i+1)
+		} else if n := len([]rune(k.Key)); n < MinKeyLength {
+			bad("mate.auth.keys", "key #%d is %d characters; at least %d are required (e.g. openssl rand -hex 24)", i+1, n, MinKeyLength)
 		}
 		for _, a := range k.Agents {
 			if a == "*" {
@@ -122,6 +143,9 @@ func (c Config) Validate() error {
 	}
 	return nil
 }
+
+// MinKeyLength is the shortest API key accepted.
+const MinKeyLength = 16
 
 // LoopbackOnly reports whether addr binds only to a loopback interface.
 func LoopbackOnly(addr string) bool {
