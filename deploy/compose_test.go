@@ -216,7 +216,7 @@ func checkCompose(t *testing.T, p *composeProject, shell map[string]string) []er
 		if !strings.HasPrefix(s.Image, "nats:") {
 			continue
 		}
-		opts, nerrs := composeNATSNode(t, name, s)
+		opts, nerrs := composeNATSNode(t, name, s, shell)
 		errs = append(errs, nerrs...)
 		if opts != nil {
 			nodes = append(nodes, natsNode{service: name, opts: opts})
@@ -308,7 +308,7 @@ func contains(list []string, s string) bool {
 
 // composeNATSNode parses a NATS service's configuration file (found through its --config
 // flag and bind mount) with the service's environment, as the container would.
-func composeNATSNode(t *testing.T, name string, s *composeService) (*server.Options, []error) {
+func composeNATSNode(t *testing.T, name string, s *composeService, shell map[string]string) (*server.Options, []error) {
 	where := composeFile + ": service " + name
 	var confPath string
 	for i, a := range s.Command {
@@ -327,7 +327,11 @@ func composeNATSNode(t *testing.T, name string, s *composeService) (*server.Opti
 		return nil, []error{fmt.Errorf("%s: command %v: --config must name a bind-mounted file", where, s.Command)}
 	}
 	for k, v := range s.Environment {
-		t.Setenv(k, v)
+		iv, err := interpolate(v, shell)
+		if err != nil {
+			return nil, []error{fmt.Errorf("%s: %s: %w", where, k, err)}
+		}
+		t.Setenv(k, iv)
 	}
 	opts, err := server.ProcessConfigFile(source)
 	for k := range s.Environment {
@@ -337,6 +341,14 @@ func composeNATSNode(t *testing.T, name string, s *composeService) (*server.Opti
 		return nil, []error{fmt.Errorf("%s: nats-server refuses %s: %w", where, source, err)}
 	}
 	var errs []error
+	if len(opts.Users) == 0 && len(opts.Nkeys) == 0 && opts.TrustedOperators == nil {
+		errs = append(errs, fmt.Errorf("%s: %s defines no users: anonymous clients could read every conversation and publish events (include nats/accounts.conf)", where, source))
+	}
+	for _, u := range opts.Users {
+		if u.Password == "" {
+			errs = append(errs, fmt.Errorf("%s: NATS user %s has an empty password (set its NATS_*_PASSWORD)", where, u.Username))
+		}
+	}
 	if !opts.JetStream || !opts.SyncAlways {
 		errs = append(errs, fmt.Errorf("%s: JetStream must be on and fsync every write (sync_interval: always, DESIGN.md §8); got jetstream=%v sync_always=%v", where, opts.JetStream, opts.SyncAlways))
 	}
