@@ -54,6 +54,9 @@ func do(t *testing.T, method, url, key, body string, hdr ...string) result {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if body != "" {
+		r.Header.Set("Content-Type", "application/json")
+	}
 	if key != "" {
 		r.Header.Set("Authorization", "Bearer "+key)
 	}

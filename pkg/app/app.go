@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/netutil"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -182,7 +183,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	a.Messages = conversation.New(db)
 	a.Tools = tool.New(a.Workspace)
 	a.HTTP = httpapi.New(httpapi.NewAuthenticator(m.Auth.Keys), a.Registry, a.Log,
-		httpapi.WithTracing(a.TracerProvider, a.Propagator))
+		httpapi.WithTracing(a.TracerProvider, a.Propagator), httpapi.WithCORS(m.HTTP.CORSOrigins))
 	a.HTTP.AddCheck("database", func(ctx context.Context) error { return store.Ping(ctx, db) })
 	a.HTTP.AddCheck("nats", func(ctx context.Context) error {
 		if !nc.IsConnected() {
@@ -251,7 +252,12 @@ func (a *App) Start(ctx context.Context) error {
 		return err
 	}
 	a.Addr = ln.Addr().String()
-	srv := &http.Server{Handler: a.HTTP, ReadHeaderTimeout: 10 * time.Second}
+	h := a.Cfg.Mate.HTTP
+	ln = netutil.LimitListener(ln, h.MaxConnections)
+	srv := &http.Server{Handler: a.HTTP, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:  config.Seconds(h.ReadTimeoutSeconds),
+		WriteTimeout: config.Seconds(h.WriteTimeoutSeconds),
+		IdleTimeout:  config.Seconds(h.IdleTimeoutSeconds)}
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()

@@ -41,6 +41,17 @@ type Mate struct {
 // HTTP configures the API listener.
 type HTTP struct {
 	Addr string `yaml:"addr"`
+	// CORSOrigins are browser origins allowed to call the API (env: comma-separated).
+	CORSOrigins []string `yaml:"cors-origins"`
+	// ReadTimeoutSeconds bounds reading a whole request, body included (slow clients).
+	ReadTimeoutSeconds float64 `yaml:"read-timeout-seconds"`
+	// WriteTimeoutSeconds bounds a request from the end of its headers to the end of the
+	// answer; it must exceed the manual summarize and emergence waits.
+	WriteTimeoutSeconds float64 `yaml:"write-timeout-seconds"`
+	// IdleTimeoutSeconds closes keep-alive connections idle for that long.
+	IdleTimeoutSeconds float64 `yaml:"idle-timeout-seconds"`
+	// MaxConnections caps concurrent connections (further ones wait to be accepted).
+	MaxConnections int `yaml:"max-connections"`
 }
 
 // Database selects the SQL store.
@@ -198,7 +209,8 @@ func Default() Config {
 		DataDir:  "./data",
 		Language: "zh",
 		Timezone: "Local",
-		HTTP:     HTTP{Addr: "127.0.0.1:8080"},
+		HTTP: HTTP{Addr: "127.0.0.1:8080", ReadTimeoutSeconds: 30, WriteTimeoutSeconds: 330,
+			IdleTimeoutSeconds: 120, MaxConnections: 1024},
 		Database: Database{Driver: "sqlite"},
 		NATS: NATS{
 			Replicas:          1,

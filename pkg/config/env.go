@@ -113,6 +113,16 @@ func setField(fv reflect.Value, raw string) error {
 			fv.Set(reflect.ValueOf(keys))
 			return nil
 		}
+		if fv.Type() == reflect.TypeOf([]string{}) {
+			var list []string
+			for _, v := range strings.Split(raw, ",") {
+				if v = strings.TrimSpace(v); v != "" {
+					list = append(list, v)
+				}
+			}
+			fv.Set(reflect.ValueOf(list))
+			return nil
+		}
 		return fmt.Errorf("unsupported list setting")
 	default:
 		return fmt.Errorf("unsupported setting type %s", fv.Kind())

@@ -80,6 +80,19 @@ func (c Config) Validate() error {
 	positive("mate.nats.max-deliver", float64(m.NATS.MaxDeliver))
 	positive("mate.nats.ack-wait-seconds", m.NATS.AckWaitSeconds)
 	positive("mate.llm.timeout-seconds", m.LLM.TimeoutSeconds)
+	positive("mate.http.read-timeout-seconds", m.HTTP.ReadTimeoutSeconds)
+	positive("mate.http.write-timeout-seconds", m.HTTP.WriteTimeoutSeconds)
+	positive("mate.http.idle-timeout-seconds", m.HTTP.IdleTimeoutSeconds)
+	positive("mate.http.max-connections", float64(m.HTTP.MaxConnections))
+	if manual := 2*m.LLM.TimeoutSeconds + 30; m.HTTP.WriteTimeoutSeconds <= manual {
+		bad("mate.http.write-timeout-seconds", "%v; it must exceed the manual summarize wait (2 × mate.llm.timeout-seconds + 30 = %v s), or those answers would be cut off", m.HTTP.WriteTimeoutSeconds, manual)
+	}
+	for _, o := range m.HTTP.CORSOrigins {
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			bad("mate.http.cors-origins", "%q; accepted: origins such as https://app.example.com (scheme and host, no path), comma-separated in the environment", o)
+		}
+	}
 	if m.LLM.Model == "" {
 		bad("mate.llm.model", "must not be empty (e.g. gpt-4o-mini, deepseek-chat, qwen-plus)")
 	}

@@ -74,6 +74,9 @@ func (e *env) do(t *testing.T, key, method, path string, body any) (int, reply) 
 	}
 	req, _ := http.NewRequest(method, e.srv.URL+path, rd)
 	req.Header.Set("Authorization", "Bearer "+key)
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -54,6 +54,8 @@ type Server struct {
 
 	// traced wraps each route in a server span (WithTracing); nil = no tracing.
 	traced func(pattern string, h http.Handler) http.Handler
+	// cors lists the origins allowed to call from a browser (WithCORS).
+	cors map[string]bool
 }
 
 // Option configures a Server.
@@ -185,6 +187,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, h Handler) (code 
 // refused with 400: ServeMux would answer 301 to the cleaned path, which silently retargets
 // a PUT or DELETE (…/files/memory/../../x.md) at another route.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.corsHeaders(w, r) {
+		return
+	}
+	if err := s.browserCheck(r); err != nil {
+		writeErr(w, err)
+		return
+	}
 	if strings.HasPrefix(r.URL.Path, "/api/") && r.Method != http.MethodConnect {
 		if p, c := r.URL.Path, path.Clean(r.URL.Path); p != c && p != c+"/" {
 			fail(w, http.StatusBadRequest, fmt.Sprintf("path %q is not canonical: '.', '..' and empty segments are not allowed (workspace filenames may not traverse directories)", p))

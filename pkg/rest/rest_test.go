@@ -80,6 +80,9 @@ func (s *server) req(t *testing.T, method, path, body string, hdr ...string) rep
 	if err != nil {
 		t.Fatal(err)
 	}
+	if body != "" {
+		r.Header.Set("Content-Type", "application/json")
+	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		r.Header.Set(hdr[i], hdr[i+1])
 	}

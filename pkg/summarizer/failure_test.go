@@ -56,7 +56,7 @@ func TestLLMFailuresRetryThenDeadLetter(t *testing.T) {
 				t.Fatalf("dead letters %+v %v", dl, err)
 			}
 			if dl[0].Subject != "mate.conversation.completed.3" || dl[0].StreamSeq != 1 ||
-				dl[0].Deliveries != uint64(c.attempts) || !strings.Contains(dl[0].Reason, c.reason) || dl[0].MsgID != "e-fail" {
+				dl[0].Deliveries != uint64(c.attempts) || !strings.Contains(dl[0].Reason, c.reason) || dl[0].MsgID != "3:e-fail" {
 				t.Fatalf("dead letter %+v", dl[0])
 			}
 			runs := h.runs("e-fail")

@@ -31,6 +31,9 @@ func call(t *testing.T, method, url, key, body string) (int, reply) {
 	if key != "" {
 		req.Header.Set("Authorization", "Bearer "+key)
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
