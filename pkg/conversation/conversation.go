@@ -12,6 +12,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/matememory/matememory/pkg/event"
 	"github.com/matememory/matememory/pkg/store"
 )
 
@@ -82,8 +83,8 @@ func Validate(m Message) error {
 	if m.Role == "tool" && m.ToolCallID == "" {
 		return &InvalidError{"a tool message needs toolCallId (the id of the call it answers)"}
 	}
-	if len(m.ToolCalls) > 0 && !json.Valid(m.ToolCalls) {
-		return &InvalidError{"toolCalls is not valid JSON"}
+	if err := event.ValidateToolCalls(m.ToolCalls); err != nil {
+		return &InvalidError{err.Error()}
 	}
 	if !utf8.ValidString(m.Content) {
 		return &InvalidError{"content is not valid UTF-8"}

@@ -214,8 +214,8 @@ func (m Message) validate() error {
 		return invalidf("role %q is not supported; accepted: %s", m.Role, strings.Join(roles, ", "))
 	case m.Role == "tool" && m.ToolCallID == "":
 		return invalidf("a tool message needs toolCallId (the id of the call it answers)")
-	case len(m.ToolCalls) > 0 && !json.Valid(m.ToolCalls):
-		return invalidf("toolCalls is not valid JSON")
+	case ValidateToolCalls(m.ToolCalls) != nil:
+		return ValidateToolCalls(m.ToolCalls)
 	case !utf8.ValidString(m.Content):
 		return invalidf("content is not valid UTF-8")
 	}
@@ -280,4 +280,57 @@ func DecodeSummarize(data []byte) (*SummarizeRequest, error) {
 		return nil, err
 	}
 	return &r, nil
+}
+
+// ValidateToolCalls checks a message's toolCalls: absent, null, or a JSON array of OpenAI
+// tool calls ({"id", "type": "function", "function": {"name", "arguments": "<JSON string>"}}).
+// The event intake and the messages route both check with it, so nothing is stored that
+// context assembly cannot send to a model.
+func ValidateToolCalls(raw json.RawMessage) error {
+	s := strings.TrimSpace(string(raw))
+	if s == "" || s == "null" {
+		return nil
+	}
+	const shape = `toolCalls must be a JSON array of OpenAI tool calls, [{"id":"call_1","type":"function","function":{"name":"...","arguments":"{...}"}}]`
+	if s[0] != '[' {
+		return invalidf("%s; got %s", shape, jsonKind(s))
+	}
+	var calls []struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	}
+	if err := json.Unmarshal([]byte(s), &calls); err != nil {
+		return invalidf("%s: %v", shape, err)
+	}
+	for i, c := range calls {
+		switch {
+		case c.ID == "":
+			return invalidf("toolCalls[%d].id is empty", i)
+		case c.Type != "" && c.Type != "function":
+			return invalidf("toolCalls[%d].type %q is not supported; accepted: function", i, c.Type)
+		case c.Function.Name == "":
+			return invalidf("toolCalls[%d].function.name is empty", i)
+		}
+	}
+	return nil
+}
+
+func jsonKind(s string) string {
+	switch s[0] {
+	case '{':
+		return "an object"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	default:
+		if !json.Valid([]byte(s)) {
+			return "invalid JSON"
+		}
+		return "a number"
+	}
 }

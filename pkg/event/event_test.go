@@ -2,6 +2,7 @@ package event_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -182,5 +183,29 @@ func TestWatermillPublisherInterop(t *testing.T) {
 	}
 	if _, err := event.WatermillMessage(&event.ConversationCompletedEvent{}); err == nil {
 		t.Fatal("invalid event wrapped")
+	}
+}
+
+// Issue 9.4: event messages' toolCalls are checked exactly as the messages route checks
+// them: a string or an object is refused with a message saying the expected shape.
+func TestEventToolCallsValidated(t *testing.T) {
+	for raw, want := range map[string]string{
+		`"call it"`:   "got a string",
+		`{"id":"c1"}`: "got an object",
+		`[{"type":"function","function":{"name":"f","arguments":"{}"}}]`: "toolCalls[0].id is empty",
+		`[{"id":"c1","function":{"name":"f","arguments":{"a":1}}}]`:      "JSON array of OpenAI tool calls",
+		`[{"id":"c1","type":"function","function":{"arguments":"{}"}}]`:  "function.name is empty",
+	} {
+		e := valid()
+		e.Messages = []event.Message{{Role: "assistant", ToolCalls: json.RawMessage(raw)}}
+		err := e.Validate()
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "messages[0]") {
+			t.Errorf("toolCalls %s: %v (want %q)", raw, err, want)
+		}
+	}
+	e := valid()
+	e.Messages = []event.Message{{Role: "assistant", ToolCalls: json.RawMessage(`[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]`)}, {Role: "assistant", ToolCalls: json.RawMessage(`null`)}}
+	if err := e.Validate(); err != nil {
+		t.Fatalf("valid tool calls refused: %v", err)
 	}
 }

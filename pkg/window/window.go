@@ -290,6 +290,10 @@ type Result struct {
 	FlushRequested bool   `json:"flushRequested"`
 	FlushReason    string `json:"flushReason,omitempty"`
 	FlushID        string `json:"flushId,omitempty"`
+	// SkippedMessages is how many stored messages could not be used (tool_calls that are not
+	// an OpenAI tool_calls array) and were left out; Warnings names each. They are not in
+	// HistoryMessages.
+	SkippedMessages int `json:"skippedMessages,omitempty"`
 	// Warnings are unusual decisions the caller may want to log.
 	Warnings []string `json:"warnings,omitempty"`
 }
@@ -476,13 +480,17 @@ func (s *Service) loadHistory(ctx context.Context, a *assembly) error {
 		if err != nil {
 			return err
 		}
-		a.hist = make([]item, len(rows))
-		for i, row := range rows {
+		a.hist = make([]item, 0, len(rows))
+		for _, row := range rows {
 			m, err := fromStored(row)
 			if err != nil {
-				return err
+				// One unusable row (stored before validation was this strict) must not
+				// make the conversation's context unavailable for good: leave it out, say so.
+				a.res.SkippedMessages++
+				a.res.Warnings = append(a.res.Warnings, "left out: "+err.Error())
+				continue
 			}
-			a.hist[i] = item{Message: m, id: row.ID}
+			a.hist = append(a.hist, item{Message: m, id: row.ID})
 		}
 	}
 	a.hist = a.dedupeCurrent(a.hist)
