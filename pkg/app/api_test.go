@@ -162,8 +162,8 @@ func TestDoneWhen(t *testing.T) {
 		if r := do(t, "GET", f, "", ""); r.status != 401 {
 			t.Errorf("no key: %d", r.status)
 		}
-		if r := do(t, "GET", f, "adm", ""); r.status != 200 {
-			t.Errorf("admin key: %d", r.status)
+		if r := do(t, "GET", f, "adm", ""); r.status != 403 {
+			t.Errorf("admin-only key on an agent's file: %d, want 403 (admin is for operator endpoints)", r.status)
 		}
 
 		// The definitions carry no agent id; readiness sees the database and NATS.

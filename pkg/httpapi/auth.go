@@ -22,9 +22,11 @@ type Principal struct {
 	KeyID string
 }
 
-// MayAct reports whether the caller may act for agentID.
+// MayAct reports whether the caller may act for agentID: read and write its memory, its
+// messages, its context, its tools. The admin scope alone does not: it is for operator
+// endpoints (dead letters, replay, every cron job); a key that is both says "admin,*".
 func (p Principal) MayAct(agentID int64) bool {
-	return p.Open || p.Admin || p.AllAgents || p.Agents[agentID]
+	return p.Open || p.AllAgents || p.Agents[agentID]
 }
 
 type principalKey struct{}

@@ -429,7 +429,9 @@ func TestAuth(t *testing.T) {
 			t.Fatalf("agent 1's MEMORY.md changed through another agent's key: %+v", f)
 		}
 		expect(t, s.req(t, "POST", "/api/v1/agents/2/tools/write_workspace_memory_file", `{"filename":"a.md","content":"mine"}`, k2...), 200, "")
-		expect(t, s.req(t, "GET", "/api/v1/agents/2/files/a.md", "", adm...), 200, "")
+		// Issue 9.8: the admin scope is for operator endpoints, not for agents' memory.
+		expect(t, s.req(t, "GET", "/api/v1/agents/2/files/a.md", "", adm...), 403, "may not act for agent 2")
+		expect(t, s.req(t, "POST", "/api/v1/agents/2/tools/write_workspace_memory_file", `{"filename":"a.md","content":"admin"}`, adm...), 403, "")
 		expect(t, s.req(t, "POST", "/api/v1/conversations/c1/messages", `{"agentId":2,"role":"user","content":"hi"}`, k2...), 201, "")
 		r = s.req(t, "GET", "/api/v1/tools", "", k2...)
 		expect(t, r, 200, "")
