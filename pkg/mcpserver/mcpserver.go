@@ -83,7 +83,7 @@ func annotations(name string) *mcp.ToolAnnotations {
 func handler(t Caller, agentID int64, name string, log *slog.Logger) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if req.Extra != nil && req.Extra.Header != nil {
-			if ref := req.Extra.Header.Get("X-Request-Id"); ref != "" {
+			if ref := httpapi.HeaderRef(req.Extra.Header, "X-Request-Id"); ref != "" {
 				ctx = tool.WithRef(ctx, ref)
 			}
 		}

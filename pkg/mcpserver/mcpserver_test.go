@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -433,4 +434,35 @@ func connectPipes(t *testing.T, serve func(ctx context.Context, in io.Reader, ou
 		}
 	})
 	return cs
+}
+
+// Issue 9.9: MCP stores X-Request-Id through the same sanitiser as REST: at most 128 bytes,
+// no control characters.
+func TestHTTPRequestIDIsSanitised(t *testing.T) {
+	a := apptest.Start(t, "")
+	long := strings.Repeat("é", 200)
+	body := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"write_workspace_memory_file","arguments":{"filename":"notes/ref.md","content":"v1"}}}`
+	for i := 0; i < 2; i++ {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+a.Addr+"/api/v1/agents/4/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header["X-Request-Id"] = []string{strings.Repeat("x", 10) + "\t" + long}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("tools/call: %d", resp.StatusCode)
+		}
+		body = strings.Replace(body, `"v1"`, `"v2"`, 1)
+	}
+	hist, err := a.Workspace.History(context.Background(), 4, "notes/ref.md")
+	if err != nil || len(hist) == 0 {
+		t.Fatalf("history %v %v", hist, err)
+	}
+	ref := hist[0].Ref
+	if ref == "" || len(ref) > 128 || strings.ContainsAny(ref, "\t\r\n") || !utf8.ValidString(ref) {
+		t.Fatalf("ref stored as %q (%d bytes)", ref, len(ref))
+	}
 }

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/matememory/matememory/pkg/httpapi"
 	"github.com/matememory/matememory/pkg/store"
@@ -309,21 +308,8 @@ func change(r *http.Request) workspace.Change {
 func requestRef(r *http.Request) string { return headerRef(r, "X-Request-Id") }
 
 // headerRef reads the first of the named headers that is set, made fit for the history's
-// ref column (valid UTF-8, at most 128 bytes).
-func headerRef(r *http.Request, names ...string) string {
-	for _, n := range names {
-		ref := strings.ToValidUTF8(strings.TrimSpace(r.Header.Get(n)), "")
-		if ref == "" {
-			continue
-		}
-		for len(ref) > 128 {
-			_, size := utf8.DecodeLastRuneInString(ref)
-			ref = ref[:len(ref)-size]
-		}
-		return ref
-	}
-	return ""
-}
+// ref column (httpapi.HeaderRef, the same as MCP).
+func headerRef(r *http.Request, names ...string) string { return httpapi.HeaderRef(r.Header, names...) }
 
 func deref[T any](p *T) T {
 	var zero T
