@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/matememory/matememory/pkg/config"
+	"github.com/matememory/matememory/pkg/fence"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/workspace"
 )
@@ -75,7 +76,8 @@ func commonPrefix(a, b string) string {
 func renderNotes(notes []workspace.File, budget int) (string, int) {
 	var b strings.Builder
 	for i, f := range notes {
-		part := "### " + f.Filename + "\n" + strings.TrimRight(f.Content, "\n") + "\n"
+		// A note line that looks like another note's header is escaped (fence).
+		part := "### " + f.Filename + "\n" + fence.EscapeLines(strings.TrimRight(f.Content, "\n"), noteHeader) + "\n"
 		if i > 0 {
 			part = "\n" + part
 		}
@@ -90,4 +92,9 @@ func renderNotes(notes []workspace.File, budget int) (string, int) {
 		b.WriteString(part)
 	}
 	return b.String(), 0
+}
+
+// noteHeader reports whether a line reads as renderNotes' "### memory/<date>.md" header.
+func noteHeader(line string) bool {
+	return strings.HasPrefix(strings.TrimSpace(line), "### ")
 }

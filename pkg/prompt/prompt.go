@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/matememory/matememory/pkg/fence"
 	"github.com/matememory/matememory/prompts"
 )
 
@@ -72,8 +73,11 @@ func (l *Loader) Render(name, language string, vars map[string]string) (string, 
 }
 
 // Render replaces each {{name}} in t with vars[name], scanning t once; the inserted values
-// are not scanned again. An unknown placeholder is an error.
+// are not scanned again, and in them the template's own tags are escaped (fence.Tags), so a
+// value cannot close or open a section such as </transcript>. An unknown placeholder is an
+// error.
 func Render(t string, vars map[string]string) (string, error) {
+	tags := fence.TagNames(t)
 	var b strings.Builder
 	b.Grow(len(t))
 	for {
@@ -93,7 +97,7 @@ func Render(t string, vars map[string]string) (string, error) {
 			return "", fmt.Errorf("template uses {{%s}} but no value was given", key)
 		}
 		b.WriteString(t[:i])
-		b.WriteString(v)
+		b.WriteString(fence.Tags(v, tags))
 		t = t[i+2+j+2:]
 	}
 }

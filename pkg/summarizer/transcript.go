@@ -4,6 +4,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/matememory/matememory/pkg/fence"
 	"github.com/matememory/matememory/pkg/store"
 )
 
@@ -51,14 +52,16 @@ func Transcript(language string, msgs []store.Message) string {
 			if i > 0 {
 				b.WriteString("\n")
 			}
-			b.WriteString("### " + l.conversation + " " + m.ConversationID + "\n")
+			b.WriteString("### " + l.conversation + " " + strings.Join(strings.Fields(m.ConversationID), " ") + "\n")
 		}
 		cur = m.ConversationID
 		label := l.user
 		if m.Role == "assistant" {
 			label = l.assistant
 		}
-		b.WriteString(label + ": " + truncateRunes(strings.TrimSpace(m.Content), MaxMessageRunes, l.truncated) + "\n")
+		// Continuation lines are indented: no line of a message starts at the margin where
+		// the labels are, so "\nAssistant: ..." inside a message is not another turn.
+		b.WriteString(label + ": " + fence.Indent(truncateRunes(strings.TrimSpace(m.Content), MaxMessageRunes, l.truncated), "  ") + "\n")
 	}
 	return strings.TrimRight(b.String(), "\n")
 }

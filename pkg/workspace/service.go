@@ -14,6 +14,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/matememory/matememory/pkg/fence"
 	"github.com/matememory/matememory/pkg/store"
 )
 
@@ -382,7 +383,9 @@ func (s *Service) SystemPrompt(ctx context.Context, agentID int64) (string, erro
 		b.WriteString("--- ")
 		b.WriteString(r.Filename)
 		b.WriteString(" ---\n")
-		b.WriteString(strings.TrimRight(r.Content, "\n"))
+		// A content line that looks like a "--- NAME ---" header is escaped, so a file
+		// cannot forge another file's block.
+		b.WriteString(fence.EscapeLines(strings.TrimRight(r.Content, "\n"), fence.FileDelimiter))
 	}
 	return b.String(), nil
 }
