@@ -146,6 +146,9 @@ type Memory struct {
 	MaxFileBytes int `yaml:"max-file-bytes"`
 	// LeaseTTLSeconds is the per-agent lease's lifetime between renewals.
 	LeaseTTLSeconds float64 `yaml:"lease-ttl-seconds"`
+	// RedactLLMInput masks secrets in the extraction transcript before it is sent to the
+	// model (turn off only for a self-hosted model you trust with them).
+	RedactLLMInput bool `yaml:"redact-llm-input"`
 }
 
 // Agent nests the spec's mate.agent.conversation.window.
@@ -233,6 +236,7 @@ func Default() Config {
 			EmergenceCron:           "0 2 * * *",
 			MaxFileBytes:            1 << 20,
 			LeaseTTLSeconds:         30,
+			RedactLLMInput:          true,
 		},
 		Agent: Agent{Conversation: Conversation{Window: Window{
 			DefaultMaxInputTokens: 128000,

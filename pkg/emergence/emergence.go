@@ -473,7 +473,8 @@ func (w *Worker) consolidate(ctx context.Context, req Request, attempt int) (led
 // deferral or a failure (classify).
 func (w *Worker) attempt(ctx context.Context, req Request, run *ledger.Run) error {
 	done := func(status, reason string) error {
-		run.Status, run.Reason = status, reason
+		// The reason quotes the model: secrets masked before the ledger and the caller.
+		run.Status, run.Reason = status, guard.Redact(reason)
 		return nil
 	}
 	if !w.cfg.Enabled {

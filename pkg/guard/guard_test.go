@@ -151,6 +151,16 @@ func TestRedact(t *testing.T) {
 		{"chinese key", "密钥=k-998877。", "密钥=[REDACTED]。"},
 		{"plain prose untouched", "The user likes tokens of appreciation and max tokens: 1000.", "The user likes tokens of appreciation and max tokens: 1000."},
 		{"short sk untouched", "the sk-1 team", "the sk-1 team"},
+		// Issue 9.6.
+		{"english password phrase", "my password is hunter2. Remember it", "my password is [REDACTED]. Remember it"},
+		{"english passcode was", "The door passcode was 4821!", "The door passcode was [REDACTED]!"},
+		{"english pin", "my PIN is 0007", "my PIN is [REDACTED]"},
+		{"card spaced", "card 4111 1111 1111 1111 exp 12/29", "card [REDACTED] exp 12/29"},
+		{"card plain", "pay with 5500005555555559 please", "pay with [REDACTED] please"},
+		{"card dashed amex", "amex 3782-822463-10005", "amex [REDACTED]"},
+		{"order number not luhn", "order 4111111111111112 shipped", "order 4111111111111112 shipped"},
+		{"phone untouched", "call +86 138 0013 8000", "call +86 138 0013 8000"},
+		{"prose password untouched", "I forgot my password yesterday", "I forgot my password yesterday"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

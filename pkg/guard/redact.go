@@ -39,6 +39,9 @@ var keepPrefix = []*regexp.Regexp{
 	// password=..., api_key: "...", "secret": "...", client-secret = ... (the value up to
 	// whitespace, or the quoted string).
 	regexp.MustCompile(`(?i)(\b(?:[a-z0-9]+[_\-])*(?:password|passwd|passphrase|pwd|secret|client[_\-]?secret|api[_\-]?key|apikey|access[_\-]?key(?:[_\-]?id)?|secret[_\-]?access[_\-]?key|private[_\-]?key|auth[_\-]?token|access[_\-]?token|refresh[_\-]?token|token)\b["']?\s*[:=]\s*)(?:"[^"\n]*"|'[^'\n]*'|[^\s,;"']+)`),
+	// Natural language: "my password is hunter2", "the PIN was 4821", "passcode: 1234",
+	// "API key is abc123" (a sentence's final period is not part of the secret).
+	regexp.MustCompile(`(?i)(\b(?:password|passwd|passphrase|passcode|pin(?:\s+code)?|api\s+key|access\s+token|secret\s+key|security\s+code|cvv|cvc)\s+(?:is|was|=|:)\s*:?\s+)[^\s,;]*[^\s,;.!?)]`),
 	// 密码：xxx, 口令是 xxx, 密钥=xxx, 令牌: xxx (full-width or ASCII separators).
 	regexp.MustCompile(`((?:密码|口令|密钥|秘钥|令牌|验证码|支付密码|登录密码)\s*(?:是|为|[:：=])\s*)[^\s，。,;；、）)]+`),
 }
@@ -46,9 +49,11 @@ var keepPrefix = []*regexp.Regexp{
 // Redact masks secrets in s: API keys of known shapes (OpenAI/Anthropic sk-..., AWS, GitHub,
 // Slack, Google, Stripe), JWTs, PEM private key blocks, bearer/basic credentials, passwords
 // in URLs, and values of password/secret/token/api_key assignments and of Chinese labels
-// such as 密码：or 口令是. Labels are kept so the text still reads ("password: [REDACTED]").
+// such as 密码：or 口令是, natural-language passwords ("my password is ..."), and payment card
+// numbers (13 to 19 digits, plain or grouped by spaces or dashes, Luhn-valid). Labels are kept so the text still reads ("password: [REDACTED]").
 // Redact is idempotent.
 func Redact(s string) string {
+	s = redactCards(s)
 	for _, re := range secretPatterns {
 		s = re.ReplaceAllString(s, Redacted)
 	}
@@ -70,4 +75,43 @@ func Redact(s string) string {
 		})
 	}
 	return s
+}
+
+// cardCandidate is 13 to 19 digits, plain or grouped by single spaces or dashes, starting
+// with a digit card networks use (2 to 6).
+var cardCandidate = regexp.MustCompile(`\b[2-6](?:[ -]?\d){12,18}\b`)
+
+// redactCards masks payment card numbers: a candidate is masked only when its digits pass
+// the Luhn check, so most order numbers and phone numbers are left alone.
+func redactCards(s string) string {
+	return cardCandidate.ReplaceAllStringFunc(s, func(m string) string {
+		digits := make([]byte, 0, len(m))
+		for i := 0; i < len(m); i++ {
+			if m[i] >= '0' && m[i] <= '9' {
+				digits = append(digits, m[i])
+			}
+		}
+		if len(digits) < 13 || len(digits) > 19 || !luhn(digits) {
+			return m
+		}
+		return Redacted
+	})
+}
+
+// luhn is the card-number checksum (ISO/IEC 7812-1).
+func luhn(digits []byte) bool {
+	sum := 0
+	double := false
+	for i := len(digits) - 1; i >= 0; i-- {
+		d := int(digits[i] - '0')
+		if double {
+			d *= 2
+			if d > 9 {
+				d -= 9
+			}
+		}
+		sum += d
+		double = !double
+	}
+	return sum%10 == 0
 }

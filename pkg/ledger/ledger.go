@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"gorm.io/gorm"
 
+	"github.com/matememory/matememory/pkg/guard"
 	"github.com/matememory/matememory/pkg/store"
 )
 
@@ -67,6 +68,7 @@ func (l *Ledger) Record(ctx context.Context, r Run) (Run, error) {
 	if r.FilesChanged == nil {
 		r.FilesChanged = []string{}
 	}
+	r.Reason = guard.Redact(r.Reason)
 	convs, _ := json.Marshal(r.Conversations)
 	files, _ := json.Marshal(r.FilesChanged)
 	row := store.MemoryRun{RunID: r.RunID, Kind: r.Kind, AgentID: r.AgentID, EventID: r.EventID,

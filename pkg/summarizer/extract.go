@@ -10,6 +10,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 
+	"github.com/matememory/matememory/pkg/guard"
 	"github.com/matememory/matememory/pkg/llm"
 	"github.com/matememory/matememory/pkg/prompt"
 	"github.com/matememory/matememory/pkg/store"
@@ -41,7 +42,7 @@ func (s *Service) provider() provider {
 		return offlineProvider{m: s.d.Metrics}
 	}
 	return &llmProvider{c: s.d.LLM, prompts: s.d.Prompts, json: s.set.JSONMode,
-		maxTokens: s.set.Memory.SummaryMaxTokens, m: s.d.Metrics}
+		maxTokens: s.set.Memory.SummaryMaxTokens, m: s.d.Metrics, redact: s.set.Memory.RedactLLMInput}
 }
 
 // llmProvider asks an OpenAI-compatible model with the memory/summarize templates.
@@ -51,6 +52,9 @@ type llmProvider struct {
 	json      bool
 	maxTokens int
 	m         *Metrics
+	// redact masks secrets in the transcript before it leaves for the model
+	// (mate.memory.redact-llm-input).
+	redact bool
 }
 
 // maxOutputTokens caps the output budget asked of the model.
@@ -62,9 +66,13 @@ func (p *llmProvider) extract(ctx context.Context, in extractInput) (extractOutp
 	if err != nil {
 		return out, &stepError{transient: false, err: err}
 	}
+	transcript := Transcript(in.Language, in.Messages)
+	if p.redact {
+		transcript = guard.Redact(transcript)
+	}
 	user, err := p.prompts.Render(prompt.SummarizeUser, in.Language, map[string]string{
 		"date": in.Date, "profile": in.Profile, "memory": in.Memory, "daily": in.Daily,
-		"transcript": Transcript(in.Language, in.Messages), "conversation_count": strconv.Itoa(in.Conversations),
+		"transcript": transcript, "conversation_count": strconv.Itoa(in.Conversations),
 		"message_count": strconv.Itoa(len(in.Messages)),
 	})
 	if err != nil {

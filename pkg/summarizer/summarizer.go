@@ -262,6 +262,9 @@ func (s *Service) Handle(ctx context.Context, job Job) Result {
 	if job.Replay {
 		res.Reason = "replay: " + res.Reason
 	}
+	// The reason may quote the model, which may quote the user: secrets are masked before
+	// it reaches the ledger or a manual caller.
+	res.Reason = guard.Redact(res.Reason)
 	run.Status, run.Reason = res.Status, res.Reason
 	run.FilesChanged = res.FilesChanged
 	run.LatencyMs = time.Since(start).Milliseconds()
