@@ -56,7 +56,12 @@ func (a *App) buildEmergence(ctx context.Context) error {
 		if _, err := bus.EnsureStream(ctx, a.JS, a.emergenceStream()); err != nil {
 			return err
 		}
-		emergence.RegisterHTTP(a.HTTP, emergence.NewTrigger(a.JS, 0, tracing.With(a.messaging())))
+		limit, err := a.JS.CreateOrUpdateKeyValue(ctx, emergence.ManualLimitBucket(m.NATS.Replicas,
+			config.Seconds(m.Memory.ManualEmergenceCooldownSeconds)))
+		if err != nil {
+			return fmt.Errorf("provision kv bucket %s: %w", bus.BucketManualEmergence, err)
+		}
+		emergence.RegisterHTTP(a.HTTP, emergence.NewTrigger(a.JS, 0, tracing.With(a.messaging())).WithRateLimit(limit))
 	}
 
 	if a.Has(TargetScheduler) {

@@ -20,6 +20,9 @@ const (
 const (
 	// BucketLease holds the per-agent lease shared by the summarizer and the emergence worker.
 	BucketLease = "mate_agent_lease"
+	// BucketManualEmergence holds, per agent, the last manual emergence request; its TTL is
+	// the manual trigger's per-agent cooldown.
+	BucketManualEmergence = "mate_manual_emergence"
 	// BucketCooldown holds the time of each agent's last extraction.
 	BucketCooldown = "mate_agent_cooldown"
 	// BucketIntent holds the summarizer's write-ahead intent per agent (which message ranges

@@ -149,6 +149,9 @@ type Memory struct {
 	// RedactLLMInput masks secrets in the extraction transcript before it is sent to the
 	// model (turn off only for a self-hosted model you trust with them).
 	RedactLLMInput bool `yaml:"redact-llm-input"`
+	// ManualEmergenceCooldownSeconds: one manual emergence per agent per this many seconds
+	// (concurrent requests share one run; later ones get 429 with Retry-After).
+	ManualEmergenceCooldownSeconds float64 `yaml:"manual-emergence-cooldown-seconds"`
 }
 
 // Agent nests the spec's mate.agent.conversation.window.
@@ -224,19 +227,20 @@ func Default() Config {
 		},
 		LLM: LLM{Model: "gpt-4o-mini", TimeoutSeconds: 120, JSONMode: true},
 		Memory: Memory{
-			AutoSummarizeEnabled:    true,
-			MinMessagesForSummarize: 4,
-			MinUserMessageLength:    10,
-			SkipCronConversations:   true,
-			SummaryMaxTokens:        1000,
-			MaxTranscriptMessages:   30,
-			CooldownMinutes:         5,
-			EmergenceEnabled:        true,
-			EmergenceDayRange:       7,
-			EmergenceCron:           "0 2 * * *",
-			MaxFileBytes:            1 << 20,
-			LeaseTTLSeconds:         30,
-			RedactLLMInput:          true,
+			AutoSummarizeEnabled:           true,
+			MinMessagesForSummarize:        4,
+			MinUserMessageLength:           10,
+			SkipCronConversations:          true,
+			SummaryMaxTokens:               1000,
+			MaxTranscriptMessages:          30,
+			CooldownMinutes:                5,
+			EmergenceEnabled:               true,
+			EmergenceDayRange:              7,
+			EmergenceCron:                  "0 2 * * *",
+			MaxFileBytes:                   1 << 20,
+			LeaseTTLSeconds:                30,
+			RedactLLMInput:                 true,
+			ManualEmergenceCooldownSeconds: 60,
 		},
 		Agent: Agent{Conversation: Conversation{Window: Window{
 			DefaultMaxInputTokens: 128000,

@@ -126,6 +126,9 @@ func (c Config) Validate() error {
 	positive("mate.memory.emergence-day-range", float64(mem.EmergenceDayRange))
 	positive("mate.memory.max-file-bytes", float64(mem.MaxFileBytes))
 	positive("mate.memory.lease-ttl-seconds", mem.LeaseTTLSeconds)
+	if mem.ManualEmergenceCooldownSeconds < 1 {
+		bad("mate.memory.manual-emergence-cooldown-seconds", "%v; accepted: 1 or more (seconds between two manual emergence runs of one agent)", mem.ManualEmergenceCooldownSeconds)
+	}
 	if _, err := cron.ParseStandard(mem.EmergenceCron); err != nil {
 		bad("mate.memory.emergence-cron", "%q: %v; accepted: a 5-field cron expression such as \"0 2 * * *\"", mem.EmergenceCron, err)
 	}

@@ -12,7 +12,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/singleflight"
 
+	"github.com/matememory/matememory/pkg/bus"
 	"github.com/matememory/matememory/pkg/httpapi"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/tracing"
@@ -27,6 +29,23 @@ type Trigger struct {
 	timeout time.Duration
 	now     func() time.Time
 	publish []tracing.PublishOption
+	// limit, when set, holds one key per agent for the cooldown between manual requests
+	// (a bucket whose TTL is the cooldown; shared by every API replica).
+	limit jetstream.KeyValue
+	// flight coalesces concurrent requests for one agent in this process.
+	flight singleflight.Group
+}
+
+// WithRateLimit makes the trigger accept one manual request per agent per the bucket's TTL
+// (ManualLimitBucket); concurrent requests for the agent share one run, later ones within
+// the TTL get 429 with Retry-After.
+func (t *Trigger) WithRateLimit(kv jetstream.KeyValue) *Trigger { t.limit = kv; return t }
+
+// ManualLimitBucket is the KV bucket of the manual trigger's per-agent cooldown.
+func ManualLimitBucket(replicas int, cooldown time.Duration) jetstream.KeyValueConfig {
+	return jetstream.KeyValueConfig{Bucket: bus.BucketManualEmergence,
+		Description: "MateMemory: the last manual emergence request per agent (the TTL is the per-agent cooldown)",
+		TTL:         cooldown, History: 1, Storage: jetstream.FileStorage, Replicas: max(replicas, 1)}
 }
 
 // DefaultWait is how long the manual trigger waits for the outcome by default.
@@ -64,12 +83,24 @@ var ErrFailed = errors.New("emergence failed")
 // outcome. A failed attempt returns an error wrapping ErrFailed, whose text is the spec's
 // "记忆整合失败: <reason>".
 func (t *Trigger) Run(ctx context.Context, agentID int64, wait time.Duration) (Result, error) {
+	v, err, _ := t.flight.Do(strconv.FormatInt(agentID, 10), func() (any, error) {
+		// Shared by every waiter: one caller hanging up does not cancel the others' run.
+		return t.run(context.WithoutCancel(ctx), agentID, wait)
+	})
+	res, _ := v.(Result)
+	return res, err
+}
+
+func (t *Trigger) run(ctx context.Context, agentID int64, wait time.Duration) (Result, error) {
 	if wait <= 0 {
 		wait = t.timeout
 	}
 	req := Request{RequestID: "manual:" + uuid.NewString(), AgentID: agentID, Source: SourceManual,
 		ReplyTo: t.nc.NewRespInbox(), CreatedAt: t.now().UTC()}
 	res := Result{RequestID: req.RequestID}
+	if err := t.admit(ctx, agentID, req.RequestID); err != nil {
+		return Result{}, err
+	}
 	// Subscribe before publishing, so the outcome cannot arrive unheard.
 	sub, err := t.nc.SubscribeSync(req.ReplyTo)
 	if err != nil {
@@ -110,6 +141,36 @@ func (t *Trigger) Run(ctx context.Context, agentID int64, wait time.Duration) (R
 		return res, failedf("%s", reason)
 	}
 	return res, nil
+}
+
+// admit takes the agent's manual-request slot for the cooldown, or answers 429 naming the
+// request that holds it and when the next one is accepted.
+func (t *Trigger) admit(ctx context.Context, agentID int64, requestID string) error {
+	if t.limit == nil {
+		return nil
+	}
+	key := strconv.FormatInt(agentID, 10)
+	_, err := t.limit.Create(ctx, key, []byte(requestID))
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, jetstream.ErrKeyExists) {
+		return failedf("rate limit of agent %d: %v", agentID, err)
+	}
+	ttl := time.Minute
+	if st, serr := t.limit.Status(ctx); serr == nil && st.TTL() > 0 {
+		ttl = st.TTL()
+	}
+	retry := ttl
+	prev := "another request"
+	if e, gerr := t.limit.Get(ctx, key); gerr == nil {
+		prev = "request " + string(e.Value())
+		retry = ttl - t.now().Sub(e.Created())
+	}
+	secs := max(int(retry.Seconds()+0.999), 1)
+	return &httpapi.Error{Status: http.StatusTooManyRequests,
+		Msg:    fmt.Sprintf("a manual emergence for agent %d ran less than %s ago (%s; its outcome is in the run ledger under that event id); try again in %d s", agentID, ttl, prev, secs),
+		Header: http.Header{"Retry-After": {strconv.Itoa(secs)}}}
 }
 
 // failedError is the spec's failure answer: HTTP 500 with msg "记忆整合失败: <reason>".
