@@ -475,7 +475,7 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, run *led
 			return s.workErr(ctx, l, job, "advance watermarks", err)
 		}
 		return s.after(ctx, job, last, Result{Status: store.RunSkipped,
-			Reason: fmt.Sprintf("no user or assistant messages among %d new messages (tool and system messages are not extracted)", b.scanned)})
+			Reason: fmt.Sprintf("no user or assistant messages with content among %d new messages (tool and system messages, and blank messages, are not extracted)", b.scanned)})
 	}
 
 	prov := s.provider()
