@@ -44,7 +44,7 @@ func RegisterRoutes(s *httpapi.Server, api API) {
 		api.Metrics = NewMetrics(nil)
 	}
 	s.Handle("POST /api/v1/events/conversation-completed",
-		`Publish a ConversationCompletedEvent {"eventId","agentId","conversationId","userMessage","assistantReply","messageCount","triggerSource":"web|channel|cron|api","messages":[...]}; 202 {eventId,stream,seq,duplicate} once JetStream stored it, 503 when it did not`,
+		`Publish a ConversationCompletedEvent {"eventId","agentId","conversationId","userMessage","assistantReply","messageCount","triggerSource":"web|channel|cron|api|<own>","turnStatus"?,"finishReason"?,"messages":[...]}; 202 {eventId,stream,seq,duplicate} once JetStream stored it, 503 when it did not`,
 		api.publishCompleted)
 	s.Handle("POST /api/v1/memory/{agentId}/summarize/{conversationId}",
 		`Extract memory from a conversation now (through the summarizer workers); {"status":"completed"|"skipped"|"refused","reason","runId"}, 500 "记忆提取失败: …", 202 {"status":"pending"} if still running at the timeout`,

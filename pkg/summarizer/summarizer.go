@@ -19,7 +19,6 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
@@ -294,7 +293,11 @@ func (s *Service) handle(ctx context.Context, job Job, run *ledger.Run) Result {
 		}
 	}
 	if !job.Manual && ev != nil {
-		if reason, skip := s.preCheck(ev); skip {
+		reason, skip, err := s.preCheck(ctx, ev)
+		if err != nil {
+			return transient(err.Error(), job.Attempt, s)
+		}
+		if skip {
 			return Result{Status: store.RunSkipped, Reason: reason, Covered: true}
 		}
 	}
@@ -375,22 +378,6 @@ func (s *Service) handle(ctx context.Context, job Job, run *ledger.Run) Result {
 
 // maxManualRounds bounds the transcript-sized extractions one manual request runs.
 const maxManualRounds = 20
-
-func (s *Service) preCheck(ev *event.ConversationCompletedEvent) (string, bool) {
-	m := s.set.Memory
-	switch {
-	case !m.AutoSummarizeEnabled:
-		return "auto-summarize-enabled is false", true
-	case m.SkipCronConversations && ev.TriggerSource == event.TriggerCron:
-		return "triggered by a cron job and skip-cron-conversations is true", true
-	case ev.MessageCount < m.MinMessagesForSummarize:
-		return fmt.Sprintf("messageCount %d is below min-messages-for-summarize %d", ev.MessageCount, m.MinMessagesForSummarize), true
-	}
-	if n := utf8.RuneCountInString(strings.TrimSpace(ev.UserMessage)); n < m.MinUserMessageLength {
-		return fmt.Sprintf("the last user message has %d characters; min-user-message-length is %d", n, m.MinUserMessageLength), true
-	}
-	return "", false
-}
 
 func (s *Service) coveredResult(ctx context.Context, job Job, last int64) (Result, bool) {
 	wm, err := s.watermark(ctx, job.AgentID, job.ConversationID)
