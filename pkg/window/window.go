@@ -423,7 +423,14 @@ func (s *Service) assemble(ctx context.Context, req Request, emergency bool) (*R
 		sum, sumTok = nil, 0
 	}
 	if base+kept > budget && keepFrom < len(a.hist) {
-		a.warn("the last exchange alone exceeds the budget: its earliest messages were dropped to fit")
+		// Keep the last exchange: shorten its largest messages (marked as truncated) rather
+		// than drop them; drop whole units only if even that does not fit.
+		var cut int
+		kept, cut = a.truncateToFit(keepFrom, budget-base)
+		a.warn("the last exchange alone exceeds the budget: %d of its messages were truncated (marked %q) to fit", cut, strings.TrimSpace(truncatedMarker(a.lang)))
+	}
+	if base+kept > budget && keepFrom < len(a.hist) {
+		a.warn("the last exchange exceeds the budget even truncated: its earliest messages were dropped to fit")
 		for base+kept > budget && keepFrom < len(a.hist) {
 			kept -= a.tokensOf(keepFrom, a.lay.units[u].end)
 			keepFrom = a.lay.units[u].end
