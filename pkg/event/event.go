@@ -123,6 +123,10 @@ type SummarizeRequest struct {
 	RequestedAt    time.Time `json:"requestedAt"`
 	ReplyTo        string    `json:"replyTo,omitempty"`
 	Reason         string    `json:"reason,omitempty"`
+	// Force re-extracts a conversation already extracted up to its last message (after a
+	// refused run, say): under the agent's lease like any extraction, and idempotent per
+	// message range (the daily entry of a range is appended once).
+	Force bool `json:"force,omitempty"`
 }
 
 // Outcome is what a worker answers to a SummarizeRequest with a ReplyTo.

@@ -1,10 +1,12 @@
 package summarizer
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -47,7 +49,7 @@ func RegisterRoutes(s *httpapi.Server, api API) {
 		`Publish a ConversationCompletedEvent {"eventId","agentId","conversationId","userMessage","assistantReply","messageCount","triggerSource":"web|channel|cron|api|<own>","turnStatus"?,"finishReason"?,"messages":[...]}; 202 {eventId,stream,seq,duplicate} once JetStream stored it, 503 when it did not`,
 		api.publishCompleted)
 	s.Handle("POST /api/v1/memory/{agentId}/summarize/{conversationId}",
-		`Extract memory from a conversation now (through the summarizer workers); {"status":"completed"|"skipped"|"refused","reason","runId"}, 500 "记忆提取失败: …", 202 {"status":"pending"} if still running at the timeout`,
+		`Extract memory from a conversation now (through the summarizer workers); ?force=true or body {"force":true} re-extracts a conversation already extracted (under the lease, the daily entry of a message range appended once); {"status":"completed"|"skipped"|"refused","reason","runId"}, 500 "记忆提取失败: …", 202 {"status":"pending"} if still running at the timeout`,
 		api.summarize)
 	s.Handle("GET /api/v1/memory/{agentId}/runs",
 		"The run ledger of an agent, newest first (?kind=summarize|emergence&eventId=&limit=)", api.runs)
@@ -97,13 +99,17 @@ func (api API) summarize(r *http.Request) (any, error) {
 	if strings.TrimSpace(conv) == "" || len(conv) > event.MaxConversationIDBytes || !utf8.ValidString(conv) {
 		return nil, httpapi.BadRequest("conversationId must be 1 to %d bytes of UTF-8", event.MaxConversationIDBytes)
 	}
+	force, err := forceParam(r)
+	if err != nil {
+		return nil, err
+	}
 	inbox := nats.NewInbox()
 	sub, err := api.NC.SubscribeSync(inbox)
 	if err != nil {
 		return nil, &httpapi.Error{Status: http.StatusServiceUnavailable, Msg: "message bus unavailable: " + err.Error(), Err: err}
 	}
 	defer sub.Unsubscribe()
-	req := event.SummarizeRequest{AgentID: agentID, ConversationID: conv, ReplyTo: inbox}
+	req := event.SummarizeRequest{AgentID: agentID, ConversationID: conv, ReplyTo: inbox, Force: force}
 	ack, err := api.Publisher.PublishSummarize(r.Context(), &req)
 	if err != nil {
 		return nil, publishErr(err)
@@ -225,4 +231,42 @@ func (api API) retryDLQ(r *http.Request) (any, error) {
 		return nil, &httpapi.Error{Status: http.StatusServiceUnavailable, Msg: err.Error(), Err: err}
 	}
 	return httpapi.Accepted(res), nil
+}
+
+// forceParam reads force from ?force= or an optional JSON body {"force": bool} (MateClaw's
+// route has no body, so none is required).
+func forceParam(r *http.Request) (bool, error) {
+	force := false
+	if q := r.URL.Query().Get("force"); q != "" {
+		v, err := strconv.ParseBool(q)
+		if err != nil {
+			return false, httpapi.BadRequest("force must be true or false, got %q", q)
+		}
+		force = v
+	}
+	if r.Body == nil {
+		return force, nil
+	}
+	raw, err := io.ReadAll(io.LimitReader(r.Body, 4097))
+	if err != nil {
+		return false, httpapi.BadRequest("read request body: %v", err)
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return force, nil
+	}
+	if len(raw) > 4096 {
+		return false, httpapi.BadRequest("the body is at most {\"force\": true|false}")
+	}
+	var body struct {
+		Force *bool `json:"force"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		return false, httpapi.BadRequest("invalid JSON body (optional, {\"force\": true|false}): %v", err)
+	}
+	if body.Force != nil && *body.Force {
+		force = true
+	}
+	return force, nil
 }

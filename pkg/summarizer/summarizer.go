@@ -172,6 +172,9 @@ type Job struct {
 	Urgent bool
 	// Replay is an operator replay (recorded as such in the ledger).
 	Replay bool
+	// Force (manual requests) re-extracts a conversation already extracted up to its end:
+	// its last transcript's worth of messages, with the same effect key for the same range.
+	Force bool
 	// Attempt is the delivery number (1 for the first); LastAttempt is true when no
 	// redelivery will follow, so a result that wants a retry is dead-lettered instead.
 	Attempt     int
@@ -186,7 +189,7 @@ func JobFromEvent(e *event.ConversationCompletedEvent) Job {
 // JobFromRequest builds the job of a manual summarize request.
 func JobFromRequest(r *event.SummarizeRequest) Job {
 	return Job{EventID: r.RequestID, AgentID: r.AgentID, ConversationID: r.ConversationID, Manual: true,
-		Urgent: r.ReplyTo != "", Attempt: 1}
+		Urgent: r.ReplyTo != "", Force: r.Force, Attempt: 1}
 }
 
 // Result is what became of a job; the worker maps it to ack, NAK with Delay, or dead letter.
@@ -366,6 +369,9 @@ func (s *Service) handle(ctx context.Context, job Job, run *ledger.Run) Result {
 		}
 		// An urgent request extracts its conversation completely, one transcript budget at a time.
 	}
+	if job.Force {
+		res.Reason = "force: " + res.Reason
+	}
 	if !res.Covered && !res.Retry && !res.DeadLetter && !job.Urgent {
 		// The conversation had more new messages than one transcript holds: the rest goes
 		// into the next extraction after the cooldown.
@@ -384,7 +390,7 @@ func (s *Service) coveredResult(ctx context.Context, job Job, last int64) (Resul
 	if err != nil {
 		return transient(fmt.Sprintf("read watermark of %s: %v", job.ConversationID, err), job.Attempt, s), true
 	}
-	if wm < last {
+	if wm < last || job.Manual && job.Force {
 		return Result{}, false
 	}
 	if job.Manual {
@@ -449,7 +455,7 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, run *led
 	date := now.In(loc).Format("2006-01-02")
 	daily := "memory/" + date + ".md"
 
-	b, err := s.buildBatch(ctx, agentID, job.ConversationID, s.set.Memory.MaxTranscriptMessages)
+	b, err := s.batchFor(ctx, job, last)
 	if err != nil {
 		return s.workErr(ctx, l, job, "read pending messages", err)
 	}
