@@ -407,7 +407,7 @@ func (s *Service) assemble(ctx context.Context, req Request, emergency bool) (*R
 	sumTok := 0
 	var sumMsg Message
 	if sum != nil {
-		sumMsg = Message{Role: RoleUser, Content: Marker(a.lang) + "\n" + sum.Text}
+		sumMsg = Message{Role: RoleUser, Content: summaryContent(a.lang, *sum)}
 		sumTok = s.counts.message(a.tk, sumMsg)
 	}
 	kept := a.tokensOf(keepFrom, len(a.hist))
@@ -530,7 +530,7 @@ func (s *Service) compact(ctx context.Context, a *assembly, base, trigger int) (
 		prev, prevN, found = *a.pre, 0, true
 	}
 	if found {
-		cost := base + a.summaryTokens(prev.Text) + a.tokensOf(prevN, len(a.hist))
+		cost := base + a.summaryTokens(prev) + a.tokensOf(prevN, len(a.hist))
 		if prevN >= boundary || cost <= trigger {
 			// The cached summary, with what came after it verbatim, is enough.
 			a.res.CacheHit = true
@@ -551,7 +551,8 @@ func (s *Service) compact(ctx context.Context, a *assembly, base, trigger int) (
 	a.res.DegradedReason = "LLM summary unavailable, used an extractive summary: " + err.Error()
 	a.res.SummaryKind = "extractive"
 	text := extract(a.lang, a.tk, s.cfg.SummaryMaxTokens, prev.Text, a.hist[prevN:boundary])
-	return boundary, &summaryEntry{Text: text, Covers: a.offset + boundary, Language: a.lang}
+	return boundary, &summaryEntry{Text: text, Covers: a.offset + boundary, Language: a.lang,
+		Goal: a.goalOf(prev, prevN, a.hist[prevN:boundary])}
 }
 
 // summarize folds hist[from:to] into prev, through the shared single-flight when the cache
@@ -610,8 +611,8 @@ func (a *assembly) tokensOf(from, to int) int {
 	return n
 }
 
-func (a *assembly) summaryTokens(text string) int {
-	return a.counts.message(a.tk, Message{Role: RoleUser, Content: Marker(a.lang) + "\n" + text})
+func (a *assembly) summaryTokens(e summaryEntry) int {
+	return a.counts.message(a.tk, Message{Role: RoleUser, Content: summaryContent(a.lang, e)})
 }
 
 // buildChain computes the chained content hash of every prefix up to hist[:n].

@@ -86,6 +86,11 @@ func TestCompactionCacheAndIncrementalSummary(t *testing.T) {
 		if sum.Role != RoleUser || !strings.HasPrefix(sum.Content, MarkerZH+"\n摘要：") {
 			t.Fatalf("summary message: %+v", sum)
 		}
+		// The original goal (the first user message) is anchored at the end of the summary.
+		goal := "\n\n[原始目标]\n" + stored[0].Content
+		if stored[0].Role != RoleUser || !strings.HasSuffix(sum.Content, goal) {
+			t.Fatalf("summary message lacks the original-goal anchor %q: %q", goal, sum.Content)
+		}
 		for i, m := range stored[len(stored)-6:] {
 			if got := res.Messages[2+i]; got.Content != m.Content || got.Role != m.Role {
 				t.Fatalf("recent message %d not verbatim: %+v", i, got)
@@ -122,6 +127,10 @@ func TestCompactionCacheAndIncrementalSummary(t *testing.T) {
 		checkWindow(t, inc, q)
 		if inc.LLMCalls != 1 || inc.CacheHit {
 			t.Fatalf("incremental compaction: %+v", inc)
+		}
+		// The goal survives an incremental compaction, whose messages no longer include it.
+		if !strings.HasSuffix(inc.Messages[1].Content, goal) {
+			t.Fatalf("incremental summary lost the original goal: %q", inc.Messages[1].Content)
 		}
 		rec = e.llm.Received()
 		user := rec[len(rec)-1].Messages[1].Content
@@ -419,7 +428,7 @@ func TestTwoReplicasOneLLMCall(t *testing.T) {
 				t.Fatal("a replica failed")
 			}
 			checkWindow(t, res, "下一步？")
-			if res.Degraded || res.Messages[1].Content != MarkerZH+"\n共享的摘要。" {
+			if res.Degraded || !strings.HasPrefix(res.Messages[1].Content, MarkerZH+"\n共享的摘要。\n\n[原始目标]\n第0个问题") {
 				t.Fatalf("replica result: %+v", res)
 			}
 			calls += res.LLMCalls
