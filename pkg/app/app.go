@@ -30,6 +30,7 @@ import (
 	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/conversation"
 	"github.com/matememory/matememory/pkg/httpapi"
+	"github.com/matememory/matememory/pkg/llmhealth"
 	"github.com/matememory/matememory/pkg/mcpserver"
 	"github.com/matememory/matememory/pkg/rest"
 	"github.com/matememory/matememory/pkg/store"
@@ -80,6 +81,9 @@ type App struct {
 
 	// Addr is where the HTTP server listens, once started.
 	Addr string
+
+	// llmHealth records the outcome of every LLM call of the process, for /readyz.
+	llmHealth *llmhealth.Health
 
 	mu      sync.Mutex
 	closers []func()
@@ -186,6 +190,13 @@ func New(ctx context.Context, o Options) (*App, error) {
 		}
 		_, err := js.AccountInfo(ctx)
 		return err
+	})
+	a.llmHealth = llmhealth.New(a.Now)
+	a.HTTP.AddInfo("llm", func() string {
+		if !a.Cfg.LLMConfigured() {
+			return "not configured (offline provider)"
+		}
+		return a.llmHealth.Status()
 	})
 
 	if err := a.build(ctx); err != nil {

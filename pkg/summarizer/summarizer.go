@@ -31,6 +31,7 @@ import (
 	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/llm"
 	"github.com/matememory/matememory/pkg/prompt"
+	"github.com/matememory/matememory/pkg/ratelog"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/workspace"
 )
@@ -118,6 +119,8 @@ type Deps struct {
 type Service struct {
 	set Settings
 	d   Deps
+	// warn logs failed runs (the LLM or the database failing), at a bounded rate.
+	warn *ratelog.Logger
 
 	// hookAfterAppend, set by tests, runs between the daily append and the watermark
 	// update; an error simulates a crash there.
@@ -147,7 +150,7 @@ func New(d Deps, set Settings) *Service {
 	if set.Concurrency <= 0 {
 		set.Concurrency = 1
 	}
-	return &Service{set: set, d: d}
+	return &Service{set: set, d: d, warn: ratelog.New(d.Log, failureLogInterval, failureLogBurst)}
 }
 
 // Settings returns the service's settings.
@@ -273,6 +276,10 @@ func (s *Service) Handle(ctx context.Context, job Job) Result {
 		s.d.Log.Error("record summarize run", "agent", job.AgentID, "event", job.EventID, "err", err)
 	}
 	res.RunID = run.RunID
+	if res.Status == store.RunFailed {
+		s.warn.Warn("summarize run failed", "agent", job.AgentID, "run", run.RunID, "event", job.EventID,
+			"attempt", job.Attempt, "retrying", res.Retry, "cause", res.Reason)
+	}
 	s.d.Metrics.Outcomes.WithLabelValues(res.Status).Inc()
 	if res.Deferral != "" {
 		s.d.Metrics.Deferrals.WithLabelValues(res.Deferral).Inc()
