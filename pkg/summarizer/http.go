@@ -121,7 +121,14 @@ func (api API) summarize(r *http.Request) (any, error) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	msg, err := sub.NextMsgWithContext(ctx)
+	msg, idle, err := api.awaitOutcome(ctx, sub)
+	if idle {
+		return httpapi.Accepted(map[string]any{
+			"status": "pending", "requestId": req.RequestID, "seq": ack.Seq, "noWorker": true,
+			"reason": fmt.Sprintf("no summarizer worker is pulling from consumer %q of %s (no pull request waiting, nothing in progress): start a summarizer process (-target summarizer or all); the request stays queued and its outcome will be listed at GET /api/v1/memory/%d/runs?eventId=%s",
+				bus.ConsumerSummarizer, bus.StreamEvents, agentID, req.RequestID),
+		}), nil
+	}
 	if err != nil {
 		if r.Context().Err() != nil {
 			return nil, r.Context().Err()
@@ -269,4 +276,44 @@ func forceParam(r *http.Request) (bool, error) {
 		force = true
 	}
 	return force, nil
+}
+
+// Without a summarizer worker (an api process alone against an external NATS) a manual
+// summarize would wait its whole timeout for nothing. While it waits, the consumer is
+// checked every idleCheckEvery: idleChecks checks in a row with no pull request waiting and
+// nothing in progress mean no worker is running, and the caller is told so at once.
+var (
+	idleCheckEvery = time.Second
+	idleChecks     = 3
+)
+
+// awaitOutcome waits for the worker's answer on sub; idle reports that no worker pulls
+// from the consumer.
+func (api API) awaitOutcome(ctx context.Context, sub *nats.Subscription) (msg *nats.Msg, idle bool, err error) {
+	misses := 0
+	for {
+		wctx, cancel := context.WithTimeout(ctx, idleCheckEvery)
+		msg, err = sub.NextMsgWithContext(wctx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return msg, false, err
+		}
+		if api.JS == nil {
+			continue
+		}
+		cons, cerr := api.JS.Consumer(ctx, bus.StreamEvents, bus.ConsumerSummarizer)
+		if cerr != nil {
+			misses = 0
+			continue
+		}
+		info, cerr := cons.Info(ctx)
+		if cerr == nil && info.NumWaiting == 0 && info.NumAckPending == 0 {
+			misses++
+		} else {
+			misses = 0
+		}
+		if misses >= idleChecks {
+			return nil, true, nil
+		}
+	}
 }
