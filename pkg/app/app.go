@@ -158,6 +158,9 @@ func New(ctx context.Context, o Options) (*App, error) {
 			StoreDir: filepath.Join(m.DataDir, "nats"), Listen: m.NATS.EmbeddedListen, SyncAlways: m.NATS.SyncAlways,
 		})
 		if err != nil {
+			if m.NATS.EmbeddedListen != "" {
+				return nil, fmt.Errorf("mate.nats.embedded-listen (env MATE_NATS_EMBEDDED_LISTEN) %s: %w; choose a free port, or leave it empty to keep the embedded server in-process", m.NATS.EmbeddedListen, err)
+			}
 			return nil, err
 		}
 		a.Embedded = ns
@@ -250,6 +253,10 @@ func (a *App) Start(ctx context.Context) error {
 	addr := a.Cfg.Mate.HTTP.Addr
 	ln, err := a.HTTP.Listen(addr)
 	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) {
+			return fmt.Errorf("mate.http.addr (env MATE_HTTP_ADDR) %s: %w; choose a free port", addr, err)
+		}
 		return err
 	}
 	a.Addr = ln.Addr().String()
