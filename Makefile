@@ -17,6 +17,10 @@ test: ## unit and integration tests (SQLite always; MariaDB when MATE_TEST_MYSQL
 test-race:
 	CGO_ENABLED=1 $(GO) test -race $(TESTFLAGS) $(PKGS)
 
+# VERSION is stamped into every binary (--version, the start-up banner).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  = -X github.com/matememory/matememory/pkg/app.Version=$(VERSION)
+
 BENCHTIME ?= 1x
 
 bench: ## benchmarks (each reports its own p50/p99 and rates); figures go to docs/benchmarks.md
@@ -24,7 +28,7 @@ bench: ## benchmarks (each reports its own p50/p99 and rates); figures go to doc
 
 build:
 	mkdir -p $(BIN)
-	$(GO) build -trimpath -o $(BIN)/ ./cmd/...
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1)

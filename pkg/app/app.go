@@ -31,6 +31,7 @@ import (
 	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/conversation"
 	"github.com/matememory/matememory/pkg/httpapi"
+	"github.com/matememory/matememory/pkg/llmhealth"
 	"github.com/matememory/matememory/pkg/mcpserver"
 	"github.com/matememory/matememory/pkg/rest"
 	"github.com/matememory/matememory/pkg/store"
@@ -81,6 +82,9 @@ type App struct {
 
 	// Addr is where the HTTP server listens, once started.
 	Addr string
+
+	// llmHealth records the outcome of every LLM call of the process, for /readyz.
+	llmHealth *llmhealth.Health
 
 	mu      sync.Mutex
 	closers []func()
@@ -156,6 +160,9 @@ func New(ctx context.Context, o Options) (*App, error) {
 			Auth: natsAuth(m.NATS),
 		})
 		if err != nil {
+			if m.NATS.EmbeddedListen != "" {
+				return nil, fmt.Errorf("mate.nats.embedded-listen (env MATE_NATS_EMBEDDED_LISTEN) %s: %w; choose a free port, or leave it empty to keep the embedded server in-process", m.NATS.EmbeddedListen, err)
+			}
 			return nil, err
 		}
 		a.Embedded = ns
@@ -191,6 +198,13 @@ func New(ctx context.Context, o Options) (*App, error) {
 		}
 		_, err := js.AccountInfo(ctx)
 		return err
+	})
+	a.llmHealth = llmhealth.New(a.Now)
+	a.HTTP.AddInfo("llm", func() string {
+		if !a.Cfg.LLMConfigured() {
+			return "not configured (offline provider)"
+		}
+		return a.llmHealth.Status()
 	})
 
 	if err := a.build(ctx); err != nil {
@@ -249,6 +263,10 @@ func (a *App) Start(ctx context.Context) error {
 	addr := a.Cfg.Mate.HTTP.Addr
 	ln, err := a.HTTP.Listen(addr)
 	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) {
+			return fmt.Errorf("mate.http.addr (env MATE_HTTP_ADDR) %s: %w; choose a free port", addr, err)
+		}
 		return err
 	}
 	a.Addr = ln.Addr().String()
@@ -288,7 +306,7 @@ func (a *App) Close() {
 // Banner describes where the process listens, for the start-up log.
 func (a *App) Banner() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "MateMemory (%s) listening on http://%s\n", strings.Join(a.Opts.Targets, ","), a.Addr)
+	fmt.Fprintf(&b, "MateMemory %s (%s) listening on http://%s\n", Version, strings.Join(a.Opts.Targets, ","), a.Addr)
 	fmt.Fprintf(&b, "  database: %s", a.Cfg.Mate.Database.Driver)
 	if a.Cfg.Mate.Database.Driver == "sqlite" {
 		where := a.Cfg.Mate.Database.DSN // a file name, no secret in it

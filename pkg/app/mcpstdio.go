@@ -23,7 +23,7 @@ func mcpStdio(ctx context.Context, cfg config.Config, log *slog.Logger, args []s
 	agentID := fs.Int64("agent", 0, "agent whose memory files the tools read and write (required)")
 	language := fs.String("language", "", "language of the tool descriptions, zh or en (default: mate.language)")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return helpCode(err)
 	}
 	if *agentID <= 0 || fs.NArg() > 0 {
 		fmt.Fprintln(errOut, "usage: api mcp-stdio --agent N [--language zh|en] (N: a positive agent id)")

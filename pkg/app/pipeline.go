@@ -116,7 +116,7 @@ func replay(ctx context.Context, cfg config.Config, log *slog.Logger, args []str
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return helpCode(err)
 	}
 	now := time.Now()
 	var o summarizer.ReplayOptions

@@ -78,5 +78,5 @@ func (a *App) llmClient(cfg llm.Config) llm.Client {
 	if !a.Cfg.LLMConfigured() {
 		return nil
 	}
-	return llm.Traced(llm.NewOpenAI(cfg), a.TracerProvider)
+	return a.llmHealth.Wrap(llm.Traced(llm.NewOpenAI(cfg), a.TracerProvider))
 }

@@ -73,6 +73,13 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 		opts.Port = p
 		if p == 0 {
 			opts.Port = server.RANDOM_PORT
+		} else {
+			// The server would only log a taken port and never become ready: say so now.
+			ln, err := net.Listen("tcp", o.Listen)
+			if err != nil {
+				return nil, fmt.Errorf("embedded nats: cannot listen on %s: %w", o.Listen, err)
+			}
+			_ = ln.Close()
 		}
 	}
 	ns, err := server.NewServer(opts)

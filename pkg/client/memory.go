@@ -64,6 +64,19 @@ func (c *Client) Summarize(ctx context.Context, agentID int64, conversationID st
 	return &out, nil
 }
 
+// ForceSummarize is Summarize for a conversation already extracted up to its last message
+// (after a refused run, say): it extracts the conversation's last transcript again, under the
+// agent's lease; the daily entry of a message range is still appended once.
+func (c *Client) ForceSummarize(ctx context.Context, agentID int64, conversationID string) (*RunOutcome, error) {
+	var out RunOutcome
+	_, err := c.do(ctx, request{method: http.MethodPost, path: memoryPath(agentID) + "/summarize/" + seg(conversationID),
+		query: url.Values{"force": {"true"}}}, &out)
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Emergence consolidates the agent's recent daily notes into MEMORY.md now, through the
 // emergence worker, and says what happened.
 func (c *Client) Emergence(ctx context.Context, agentID int64) (*RunOutcome, error) {

@@ -36,6 +36,14 @@ type Mate struct {
 	Sched    Scheduler      `yaml:"scheduler"`
 	Prompts  PromptSettings `yaml:"prompts"`
 	Tracing  Tracing        `yaml:"tracing"`
+	Log      Log            `yaml:"log"`
+}
+
+// Log configures the process's log: Format "text" (key=value lines) or "json" (one JSON
+// object per line, for log collectors), Level debug, info, warn or error.
+type Log struct {
+	Format string `yaml:"format"`
+	Level  string `yaml:"level"`
 }
 
 // HTTP configures the API listener.
@@ -251,6 +259,7 @@ func Default() Config {
 		}}},
 		Sched:   Scheduler{TickSeconds: 1, GraceMinutes: 60},
 		Tracing: Tracing{SampleRatio: 1},
+		Log:     Log{Format: "text", Level: "info"},
 	}}
 }
 

@@ -21,6 +21,12 @@ func (c Config) Validate() error {
 	if strings.TrimSpace(m.DataDir) == "" && ((m.Database.Driver == "sqlite" && m.Database.DSN == "") || m.NATS.URL == "") {
 		bad("mate.data-dir", "must not be empty: the embedded SQLite database and NATS store live there (e.g. ./data)")
 	}
+	if m.Log.Format != "text" && m.Log.Format != "json" {
+		bad("mate.log.format", "%q is not supported; accepted: text, json", m.Log.Format)
+	}
+	if _, err := ParseLevel(m.Log.Level); err != nil {
+		bad("mate.log.level", "%q is not supported; accepted: debug, info, warn, error", m.Log.Level)
+	}
 	if m.Language != "zh" && m.Language != "en" {
 		bad("mate.language", "%q is not supported; accepted: zh, en", m.Language)
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/llm"
 	"github.com/matememory/matememory/pkg/prompt"
+	"github.com/matememory/matememory/pkg/ratelog"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/tracing"
 	"github.com/matememory/matememory/pkg/workspace"
@@ -134,6 +135,7 @@ type Worker struct {
 	cfg     Config
 	now     func() time.Time
 	log     *slog.Logger
+	warn    *ratelog.Logger
 	runs    *prometheus.CounterVec
 	tracing tracing.Messaging
 
@@ -178,6 +180,8 @@ func NewWorker(js jetstream.JetStream, ws *workspace.Service, led *ledger.Ledger
 	for _, o := range opts {
 		o(w)
 	}
+	// Failed attempts (the LLM down) show at once, then at a bounded rate.
+	w.warn = ratelog.New(w.log, 30*time.Second, 5)
 	return w
 }
 
@@ -460,11 +464,12 @@ func (w *Worker) consolidate(ctx context.Context, req Request, attempt int) (led
 			return run, rerr
 		}
 	}
-	log := w.log.With("agent", req.AgentID, "request", req.RequestID, "run", run.RunID, "status", run.Status)
 	if run.Status == store.RunFailed {
-		log.Warn("emergence: attempt failed", "reason", run.Reason)
+		w.warn.Warn("emergence: attempt failed", "agent", req.AgentID, "request", req.RequestID, "run", run.RunID,
+			"attempt", attempt, "cause", run.Reason)
 	} else {
-		log.Info("emergence: attempt", "reason", run.Reason)
+		w.log.Info("emergence: attempt", "agent", req.AgentID, "request", req.RequestID, "run", run.RunID,
+			"status", run.Status, "reason", run.Reason)
 	}
 	return run, err
 }

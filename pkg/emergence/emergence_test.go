@@ -250,6 +250,27 @@ func TestManualTriggerConsolidates(t *testing.T) {
 	})
 }
 
+// TestConsolidationIsTrimmed: memory_content is written trimmed, the same as the summarizer
+// writes memory_update.
+func TestConsolidationIsTrimmed(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		var f *fixture
+		f = newFixture(t, db, func(r llmtest.Received) llmtest.Reply {
+			next := "\n\n  " + strings.TrimSpace(f.memory(6).Content) + "\n- The user reviews pull requests daily.\n\n \n"
+			return llmtest.Reply{Content: jsonReply(true, "a habit recurs", next)}
+		})
+		f.write(6, "MEMORY.md", richMemory)
+		f.write(6, "memory/2026-04-03.md", "# 2026-04-03\n\n- Reviewed pull requests first thing.\n")
+		if st, a := f.trigger(6); st != 200 || a.Data.Status != "completed" {
+			t.Fatalf("trigger: %d %+v", st, a)
+		}
+		got := f.memory(6).Content
+		if want := strings.TrimSpace(richMemory) + "\n- The user reviews pull requests daily."; got != want {
+			t.Fatalf("MEMORY.md = %q\nwant %q", got, want)
+		}
+	})
+}
+
 func TestDestructiveConsolidationIsRefused(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db storetest.DB) {
 		f := newFixture(t, db, func(llmtest.Received) llmtest.Reply {

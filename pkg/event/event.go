@@ -39,7 +39,9 @@ const (
 	SubjectSummarize = "mate.memory.summarize"
 )
 
-// Trigger sources (the spec's "web" / "channel" / "cron", plus "api").
+// Trigger sources: the spec's "web" / "channel" / "cron", plus "api". Any other source is
+// accepted too (a chat service may name its own channels); only TriggerCron is treated
+// differently (skipped while skip-cron-conversations is true).
 const (
 	TriggerWeb     = "web"
 	TriggerChannel = "channel"
@@ -47,14 +49,24 @@ const (
 	TriggerAPI     = "api"
 )
 
-// TriggerSources lists the accepted trigger sources.
+// TriggerSources lists the well-known trigger sources.
 var TriggerSources = []string{TriggerWeb, TriggerChannel, TriggerCron, TriggerAPI}
+
+// Turn outcomes (TurnStatus): a turn that did not complete normally is not extracted.
+const (
+	TurnCompleted  = "completed"
+	TurnError      = "error"
+	TurnStopped    = "stopped"
+	TurnIncomplete = "incomplete"
+)
 
 // Limits checked by Validate.
 const (
 	MaxIDBytes             = 128
 	MaxConversationIDBytes = 128
 	MaxInlineMessages      = 1000
+	// MaxLabelBytes bounds triggerSource, turnStatus and finishReason.
+	MaxLabelBytes = 64
 )
 
 // Message is a conversation message carried inline by a chat service that keeps its own
@@ -80,10 +92,21 @@ type ConversationCompletedEvent struct {
 	OccurredAt     time.Time `json:"occurredAt"`
 	AgentID        int64     `json:"agentId"`
 	ConversationID string    `json:"conversationId"`
-	UserMessage    string    `json:"userMessage"`
-	AssistantReply string    `json:"assistantReply"`
-	MessageCount   int       `json:"messageCount"`
-	TriggerSource  string    `json:"triggerSource"`
+	// UserMessage is the last user message; empty or absent: the length pre-check uses the
+	// conversation's last stored user message instead.
+	UserMessage    string `json:"userMessage"`
+	AssistantReply string `json:"assistantReply"`
+	MessageCount   int    `json:"messageCount"`
+	// TriggerSource is where the turn came from: web, channel, cron, api or any name of the
+	// chat service's own (cron conversations are skipped while skip-cron-conversations).
+	TriggerSource string `json:"triggerSource"`
+	// TurnStatus is how the turn ended: completed (or empty), error, stopped, incomplete, or
+	// another status of the chat service's; anything but completed is not extracted.
+	TurnStatus string `json:"turnStatus,omitempty"`
+	// FinishReason is the agent loop's finish reason as MateClaw names it (normal,
+	// return_direct, max_iterations_reached, error_fallback, incomplete, stopped, ...);
+	// empty, normal and return_direct are extracted, every other reason is not.
+	FinishReason string `json:"finishReason,omitempty"`
 	// Messages, when set, are the conversation's new messages, stored by MateMemory before
 	// extraction (for chat services that do not post messages to MateMemory's REST API).
 	Messages []Message `json:"messages,omitempty"`
@@ -101,6 +124,10 @@ type SummarizeRequest struct {
 	RequestedAt    time.Time `json:"requestedAt"`
 	ReplyTo        string    `json:"replyTo,omitempty"`
 	Reason         string    `json:"reason,omitempty"`
+	// Force re-extracts a conversation already extracted up to its last message (after a
+	// refused run, say): under the agent's lease like any extraction, and idempotent per
+	// message range (the daily entry of a range is appended once).
+	Force bool `json:"force,omitempty"`
 }
 
 // Outcome is what a worker answers to a SummarizeRequest with a ReplyTo.
@@ -162,8 +189,10 @@ func (e *ConversationCompletedEvent) Validate() error {
 	if err := validateConversationID(e.ConversationID); err != nil {
 		add("%s", err.Error())
 	}
-	if !validTrigger(e.TriggerSource) {
-		add("triggerSource %q is not supported; accepted: %s", e.TriggerSource, strings.Join(TriggerSources, ", "))
+	for _, f := range []struct{ name, v string }{{"triggerSource", e.TriggerSource}, {"turnStatus", e.TurnStatus}, {"finishReason", e.FinishReason}} {
+		if err := validateLabel(f.name, f.v); err != nil {
+			add("%s", err.Error())
+		}
 	}
 	if e.MessageCount < 0 {
 		add("messageCount must be 0 or more, got %d", e.MessageCount)
@@ -222,13 +251,17 @@ func (m Message) validate() error {
 	return nil
 }
 
-func validTrigger(s string) bool {
-	for _, t := range TriggerSources {
-		if s == t {
-			return true
+// validateLabel checks a free-form label (empty allowed): short, printable, no spaces.
+func validateLabel(field, v string) error {
+	if len(v) > MaxLabelBytes {
+		return invalidf("%s is %d bytes; at most %d allowed", field, len(v), MaxLabelBytes)
+	}
+	for _, r := range v {
+		if r == utf8.RuneError || unicode.IsSpace(r) || unicode.IsControl(r) {
+			return invalidf("%s %q may not contain spaces or control characters", field, v)
 		}
 	}
-	return false
+	return nil
 }
 
 func validateID(field, id string) error {

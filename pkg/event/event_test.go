@@ -35,8 +35,16 @@ func TestValidate(t *testing.T) {
 		{"negative agent", func(e *event.ConversationCompletedEvent) { e.AgentID = -3 }, "agentId must be a positive number, got -3"},
 		{"conversation", func(e *event.ConversationCompletedEvent) { e.ConversationID = "" }, "conversationId is empty"},
 		{"long conversation", func(e *event.ConversationCompletedEvent) { e.ConversationID = strings.Repeat("x", 129) }, "at most 128"},
-		{"trigger", func(e *event.ConversationCompletedEvent) { e.TriggerSource = "WEB" }, `triggerSource "WEB" is not supported; accepted: web, channel, cron, api`},
-		{"empty trigger", func(e *event.ConversationCompletedEvent) { e.TriggerSource = "" }, `triggerSource "" is not supported`},
+		// Any source is accepted (a chat service's own channel names), and none at all.
+		{"own trigger", func(e *event.ConversationCompletedEvent) { e.TriggerSource = "wecom-bot" }, ""},
+		{"upper-case trigger", func(e *event.ConversationCompletedEvent) { e.TriggerSource = "WEB" }, ""},
+		{"empty trigger", func(e *event.ConversationCompletedEvent) { e.TriggerSource = "" }, ""},
+		{"trigger with a space", func(e *event.ConversationCompletedEvent) { e.TriggerSource = "we b" }, `triggerSource "we b" may not contain spaces`},
+		{"long trigger", func(e *event.ConversationCompletedEvent) { e.TriggerSource = strings.Repeat("x", 65) }, "triggerSource is 65 bytes; at most 64"},
+		{"turn outcome", func(e *event.ConversationCompletedEvent) {
+			e.TurnStatus, e.FinishReason = event.TurnError, "error_fallback"
+		}, ""},
+		{"long finish reason", func(e *event.ConversationCompletedEvent) { e.FinishReason = strings.Repeat("x", 65) }, "finishReason is 65 bytes"},
 		{"count", func(e *event.ConversationCompletedEvent) { e.MessageCount = -1 }, "messageCount must be 0 or more, got -1"},
 		{"event id", func(e *event.ConversationCompletedEvent) { e.EventID = "a b" }, "may not contain spaces"},
 		{"no event id", func(e *event.ConversationCompletedEvent) { e.EventID = "" }, "eventId is empty"},

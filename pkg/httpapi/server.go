@@ -45,6 +45,7 @@ type Server struct {
 	auth    *Authenticator
 	log     *slog.Logger
 	checks  []Check
+	infos   []info
 	reg     *prometheus.Registry
 	reqs    *prometheus.CounterVec
 	latency *prometheus.HistogramVec
@@ -108,6 +109,17 @@ func New(auth *Authenticator, reg *prometheus.Registry, log *slog.Logger, opts .
 // AddCheck registers a readiness check for /readyz.
 func (s *Server) AddCheck(name string, fn func(ctx context.Context) error) {
 	s.checks = append(s.checks, Check{Name: name, Fn: fn})
+}
+
+// AddInfo registers a detail shown in /readyz that never fails readiness (the LLM's
+// health: the workers retry and the context window degrades without it).
+func (s *Server) AddInfo(name string, fn func() string) {
+	s.infos = append(s.infos, info{name: name, fn: fn})
+}
+
+type info struct {
+	name string
+	fn   func() string
 }
 
 // Handle registers pattern ("METHOD /path/{param}") with a one-line summary for the
@@ -215,6 +227,9 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		} else {
 			status[c.Name] = "ok"
 		}
+	}
+	for _, i := range s.infos {
+		status[i.name] = i.fn()
 	}
 	if !ok {
 		writeJSON(w, http.StatusServiceUnavailable, envelope{Code: 503, Msg: "not ready", Data: status})

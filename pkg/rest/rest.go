@@ -30,6 +30,7 @@ func RegisterWorkspace(s *httpapi.Server, ws *workspace.Service) {
 	s.Handle("GET /api/v1/agents/{agentId}/system-prompt", "The workspace injection for the system prompt: enabled files by sort_order, each as --- NAME --- and its content", h.systemPrompt)
 	s.Handle("GET /api/v1/agents/{agentId}", "An agent's settings (language, timezone); seeds its core files when first seen", h.getAgent)
 	s.Handle("PATCH /api/v1/agents/{agentId}", `Change an agent's settings {"language":"en","timezone":"Asia/Shanghai"}`, h.patchAgent)
+	registerMateClaw(s, h)
 }
 
 type wsHandlers struct {

@@ -95,7 +95,7 @@ func (s *Service) buildBatch(ctx context.Context, agentID int64, first string, b
 	var grouped = map[string][]store.Message{}
 	walk := func(rows []store.Message, from map[string]int64) {
 		for _, m := range rows {
-			if transcriptRole(m.Role) {
+			if inTranscript(m) {
 				if taken >= budget {
 					full = true
 					return

@@ -1,10 +1,12 @@
 package summarizer
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -44,10 +46,10 @@ func RegisterRoutes(s *httpapi.Server, api API) {
 		api.Metrics = NewMetrics(nil)
 	}
 	s.Handle("POST /api/v1/events/conversation-completed",
-		`Publish a ConversationCompletedEvent {"eventId","agentId","conversationId","userMessage","assistantReply","messageCount","triggerSource":"web|channel|cron|api","messages":[...]}; 202 {eventId,stream,seq,duplicate} once JetStream stored it, 503 when it did not`,
+		`Publish a ConversationCompletedEvent {"eventId","agentId","conversationId","userMessage","assistantReply","messageCount","triggerSource":"web|channel|cron|api|<own>","turnStatus"?,"finishReason"?,"messages":[...]}; 202 {eventId,stream,seq,duplicate} once JetStream stored it, 503 when it did not`,
 		api.publishCompleted)
 	s.Handle("POST /api/v1/memory/{agentId}/summarize/{conversationId}",
-		`Extract memory from a conversation now (through the summarizer workers); {"status":"completed"|"skipped"|"refused","reason","runId"}, 500 "记忆提取失败: …", 202 {"status":"pending"} if still running at the timeout`,
+		`Extract memory from a conversation now (through the summarizer workers); ?force=true or body {"force":true} re-extracts a conversation already extracted (under the lease, the daily entry of a message range appended once); {"status":"completed"|"skipped"|"refused","reason","runId"}, 500 "记忆提取失败: …", 202 {"status":"pending"} if still running at the timeout`,
 		api.summarize)
 	s.Handle("GET /api/v1/memory/{agentId}/runs",
 		"The run ledger of an agent, newest first (?kind=summarize|emergence&eventId=&limit=)", api.runs)
@@ -97,13 +99,17 @@ func (api API) summarize(r *http.Request) (any, error) {
 	if strings.TrimSpace(conv) == "" || len(conv) > event.MaxConversationIDBytes || !utf8.ValidString(conv) {
 		return nil, httpapi.BadRequest("conversationId must be 1 to %d bytes of UTF-8", event.MaxConversationIDBytes)
 	}
+	force, err := forceParam(r)
+	if err != nil {
+		return nil, err
+	}
 	inbox := nats.NewInbox()
 	sub, err := api.NC.SubscribeSync(inbox)
 	if err != nil {
 		return nil, &httpapi.Error{Status: http.StatusServiceUnavailable, Msg: "message bus unavailable: " + err.Error(), Err: err}
 	}
 	defer sub.Unsubscribe()
-	req := event.SummarizeRequest{AgentID: agentID, ConversationID: conv, ReplyTo: inbox}
+	req := event.SummarizeRequest{AgentID: agentID, ConversationID: conv, ReplyTo: inbox, Force: force}
 	ack, err := api.Publisher.PublishSummarize(r.Context(), &req)
 	if err != nil {
 		return nil, publishErr(err)
@@ -115,7 +121,14 @@ func (api API) summarize(r *http.Request) (any, error) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), timeout)
 	defer cancel()
-	msg, err := sub.NextMsgWithContext(ctx)
+	msg, idle, err := api.awaitOutcome(ctx, sub)
+	if idle {
+		return httpapi.Accepted(map[string]any{
+			"status": "pending", "requestId": req.RequestID, "seq": ack.Seq, "noWorker": true,
+			"reason": fmt.Sprintf("no summarizer worker is pulling from consumer %q of %s (no pull request waiting, nothing in progress): start a summarizer process (-target summarizer or all); the request stays queued and its outcome will be listed at GET /api/v1/memory/%d/runs?eventId=%s",
+				bus.ConsumerSummarizer, bus.StreamEvents, agentID, req.RequestID),
+		}), nil
+	}
 	if err != nil {
 		if r.Context().Err() != nil {
 			return nil, r.Context().Err()
@@ -225,4 +238,82 @@ func (api API) retryDLQ(r *http.Request) (any, error) {
 		return nil, &httpapi.Error{Status: http.StatusServiceUnavailable, Msg: err.Error(), Err: err}
 	}
 	return httpapi.Accepted(res), nil
+}
+
+// forceParam reads force from ?force= or an optional JSON body {"force": bool} (MateClaw's
+// route has no body, so none is required).
+func forceParam(r *http.Request) (bool, error) {
+	force := false
+	if q := r.URL.Query().Get("force"); q != "" {
+		v, err := strconv.ParseBool(q)
+		if err != nil {
+			return false, httpapi.BadRequest("force must be true or false, got %q", q)
+		}
+		force = v
+	}
+	if r.Body == nil {
+		return force, nil
+	}
+	raw, err := io.ReadAll(io.LimitReader(r.Body, 4097))
+	if err != nil {
+		return false, httpapi.BadRequest("read request body: %v", err)
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return force, nil
+	}
+	if len(raw) > 4096 {
+		return false, httpapi.BadRequest("the body is at most {\"force\": true|false}")
+	}
+	var body struct {
+		Force *bool `json:"force"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		return false, httpapi.BadRequest("invalid JSON body (optional, {\"force\": true|false}): %v", err)
+	}
+	if body.Force != nil && *body.Force {
+		force = true
+	}
+	return force, nil
+}
+
+// Without a summarizer worker (an api process alone against an external NATS) a manual
+// summarize would wait its whole timeout for nothing. While it waits, the consumer is
+// checked every idleCheckEvery: idleChecks checks in a row with no pull request waiting and
+// nothing in progress mean no worker is running, and the caller is told so at once.
+var (
+	idleCheckEvery = time.Second
+	idleChecks     = 3
+)
+
+// awaitOutcome waits for the worker's answer on sub; idle reports that no worker pulls
+// from the consumer.
+func (api API) awaitOutcome(ctx context.Context, sub *nats.Subscription) (msg *nats.Msg, idle bool, err error) {
+	misses := 0
+	for {
+		wctx, cancel := context.WithTimeout(ctx, idleCheckEvery)
+		msg, err = sub.NextMsgWithContext(wctx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return msg, false, err
+		}
+		if api.JS == nil {
+			continue
+		}
+		cons, cerr := api.JS.Consumer(ctx, bus.StreamEvents, bus.ConsumerSummarizer)
+		if cerr != nil {
+			misses = 0
+			continue
+		}
+		info, cerr := cons.Info(ctx)
+		if cerr == nil && info.NumWaiting == 0 && info.NumAckPending == 0 {
+			misses++
+		} else {
+			misses = 0
+		}
+		if misses >= idleChecks {
+			return nil, true, nil
+		}
+	}
 }

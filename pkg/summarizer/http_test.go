@@ -188,6 +188,34 @@ func TestManualSummarizeWithoutWorker(t *testing.T) {
 	}
 }
 
+// With no worker pulling from the consumer (an api alone against an external NATS), the
+// manual endpoint says so within a few seconds instead of waiting its whole timeout.
+func TestManualSummarizeAnswersAtOnceWithoutWorker(t *testing.T) {
+	h := newHarness(t, storetest.SQLite(t), withSettings(func(s *Settings) { s.ManualTimeout = 2 * time.Minute }))
+	srv := h.httpServer()
+	h.conversation(1, "c1", "t1-1", 4)
+	start := time.Now()
+	st, r := call(t, "POST", srv.URL+"/api/v1/memory/1/summarize/c1", "", "")
+	took := time.Since(start)
+	var o struct {
+		Status, RequestID, Reason string
+		NoWorker                  bool
+	}
+	_ = json.Unmarshal(r.Data, &o)
+	if st != 202 || o.Status != "pending" || !o.NoWorker || !strings.Contains(o.Reason, "no summarizer worker is pulling") {
+		t.Fatalf("%d %s", st, r.Data)
+	}
+	if took > 30*time.Second {
+		t.Fatalf("answered after %s: it waited for the timeout", took)
+	}
+	// The request stays queued: a worker started now runs it.
+	h.worker(h.service("w1"))
+	eventually(t, 20*time.Second, "the queued request ran", func() bool {
+		runs := h.runs(o.RequestID)
+		return len(runs) > 0 && runs[0].Status == store.RunCompleted
+	})
+}
+
 func TestDeadLetterEndpoints(t *testing.T) {
 	h := newHarness(t, storetest.SQLite(t))
 	srv := h.httpServer(config.APIKey{Key: "k1", Agents: []string{"*"}}, config.APIKey{Key: "ops", Admin: true})

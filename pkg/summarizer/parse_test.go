@@ -61,6 +61,18 @@ func TestTranscript(t *testing.T) {
 	if en != "User: hello" {
 		t.Fatalf("en single conversation: %q", en)
 	}
+	// An assistant turn that only made tool calls (blank content), tool results and a
+	// conversation of blank messages only leave no line and no header, as in MateClaw.
+	withTools := []store.Message{
+		{ConversationID: "a", Role: "user", Content: "weather?"},
+		{ConversationID: "a", Role: "assistant", Content: "  \n", ToolCalls: `[{"id":"t1"}]`},
+		{ConversationID: "a", Role: "tool", Content: "sunny", ToolCallID: "t1"},
+		{ConversationID: "a", Role: "assistant", Content: "It is sunny."},
+		{ConversationID: "b", Role: "assistant", Content: ""},
+	}
+	if got, want := Transcript("en", withTools), "User: weather?\nAssistant: It is sunny."; got != want {
+		t.Fatalf("transcript with a tool-call-only turn:\n%q\nwant\n%q", got, want)
+	}
 	// Exactly 2000 characters is not cut.
 	if got := truncateRunes(strings.Repeat("字", 2000), MaxMessageRunes, "X"); strings.HasSuffix(got, "X") {
 		t.Fatal("2000 characters cut")

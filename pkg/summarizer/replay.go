@@ -166,7 +166,11 @@ func (s *Service) replayOne(ctx context.Context, msg jetstream.Msg, dryRun bool)
 // Plan says what Handle would do with job, without writing anything.
 func (s *Service) Plan(ctx context.Context, job Job) (status, reason string) {
 	if !job.Manual && job.Event != nil {
-		if r, skip := s.preCheck(job.Event); skip {
+		r, skip, err := s.preCheck(ctx, job.Event)
+		if err != nil {
+			return store.RunFailed, err.Error()
+		}
+		if skip {
 			return store.RunSkipped, r
 		}
 	}

@@ -19,7 +19,6 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
@@ -32,6 +31,7 @@ import (
 	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/llm"
 	"github.com/matememory/matememory/pkg/prompt"
+	"github.com/matememory/matememory/pkg/ratelog"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/workspace"
 )
@@ -119,6 +119,8 @@ type Deps struct {
 type Service struct {
 	set Settings
 	d   Deps
+	// warn logs failed runs (the LLM or the database failing), at a bounded rate.
+	warn *ratelog.Logger
 
 	// hookAfterAppend, set by tests, runs between the daily append and the watermark
 	// update; an error simulates a crash there.
@@ -148,7 +150,7 @@ func New(d Deps, set Settings) *Service {
 	if set.Concurrency <= 0 {
 		set.Concurrency = 1
 	}
-	return &Service{set: set, d: d}
+	return &Service{set: set, d: d, warn: ratelog.New(d.Log, failureLogInterval, failureLogBurst)}
 }
 
 // Settings returns the service's settings.
@@ -173,6 +175,9 @@ type Job struct {
 	Urgent bool
 	// Replay is an operator replay (recorded as such in the ledger).
 	Replay bool
+	// Force (manual requests) re-extracts a conversation already extracted up to its end:
+	// its last transcript's worth of messages, with the same effect key for the same range.
+	Force bool
 	// Attempt is the delivery number (1 for the first); LastAttempt is true when no
 	// redelivery will follow, so a result that wants a retry is dead-lettered instead.
 	Attempt     int
@@ -187,7 +192,7 @@ func JobFromEvent(e *event.ConversationCompletedEvent) Job {
 // JobFromRequest builds the job of a manual summarize request.
 func JobFromRequest(r *event.SummarizeRequest) Job {
 	return Job{EventID: r.RequestID, AgentID: r.AgentID, ConversationID: r.ConversationID, Manual: true,
-		Urgent: r.ReplyTo != "", Attempt: 1}
+		Urgent: r.ReplyTo != "", Force: r.Force, Attempt: 1}
 }
 
 // Result is what became of a job; the worker maps it to ack, NAK with Delay, or dead letter.
@@ -274,6 +279,10 @@ func (s *Service) Handle(ctx context.Context, job Job) Result {
 		s.d.Log.Error("record summarize run", "agent", job.AgentID, "event", job.EventID, "err", err)
 	}
 	res.RunID = run.RunID
+	if res.Status == store.RunFailed {
+		s.warn.Warn("summarize run failed", "agent", job.AgentID, "run", run.RunID, "event", job.EventID,
+			"attempt", job.Attempt, "retrying", res.Retry, "cause", res.Reason)
+	}
 	s.d.Metrics.Outcomes.WithLabelValues(res.Status).Inc()
 	if res.Deferral != "" {
 		s.d.Metrics.Deferrals.WithLabelValues(res.Deferral).Inc()
@@ -297,7 +306,11 @@ func (s *Service) handle(ctx context.Context, job Job, run *ledger.Run) Result {
 		}
 	}
 	if !job.Manual && ev != nil {
-		if reason, skip := s.preCheck(ev); skip {
+		reason, skip, err := s.preCheck(ctx, ev)
+		if err != nil {
+			return transient(err.Error(), job.Attempt, s)
+		}
+		if skip {
 			return Result{Status: store.RunSkipped, Reason: reason, Covered: true}
 		}
 	}
@@ -366,6 +379,9 @@ func (s *Service) handle(ctx context.Context, job Job, run *ledger.Run) Result {
 		}
 		// An urgent request extracts its conversation completely, one transcript budget at a time.
 	}
+	if job.Force {
+		res.Reason = "force: " + res.Reason
+	}
 	if !res.Covered && !res.Retry && !res.DeadLetter && !job.Urgent {
 		// The conversation had more new messages than one transcript holds: the rest goes
 		// into the next extraction after the cooldown.
@@ -379,28 +395,12 @@ func (s *Service) handle(ctx context.Context, job Job, run *ledger.Run) Result {
 // maxManualRounds bounds the transcript-sized extractions one manual request runs.
 const maxManualRounds = 20
 
-func (s *Service) preCheck(ev *event.ConversationCompletedEvent) (string, bool) {
-	m := s.set.Memory
-	switch {
-	case !m.AutoSummarizeEnabled:
-		return "auto-summarize-enabled is false", true
-	case m.SkipCronConversations && ev.TriggerSource == event.TriggerCron:
-		return "triggered by a cron job and skip-cron-conversations is true", true
-	case ev.MessageCount < m.MinMessagesForSummarize:
-		return fmt.Sprintf("messageCount %d is below min-messages-for-summarize %d", ev.MessageCount, m.MinMessagesForSummarize), true
-	}
-	if n := utf8.RuneCountInString(strings.TrimSpace(ev.UserMessage)); n < m.MinUserMessageLength {
-		return fmt.Sprintf("the last user message has %d characters; min-user-message-length is %d", n, m.MinUserMessageLength), true
-	}
-	return "", false
-}
-
 func (s *Service) coveredResult(ctx context.Context, job Job, last int64) (Result, bool) {
 	wm, err := s.watermark(ctx, job.AgentID, job.ConversationID)
 	if err != nil {
 		return transient(fmt.Sprintf("read watermark of %s: %v", job.ConversationID, err), job.Attempt, s), true
 	}
-	if wm < last {
+	if wm < last || job.Manual && job.Force {
 		return Result{}, false
 	}
 	if job.Manual {
@@ -465,7 +465,7 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, run *led
 	date := now.In(loc).Format("2006-01-02")
 	daily := "memory/" + date + ".md"
 
-	b, err := s.buildBatch(ctx, agentID, job.ConversationID, s.set.Memory.MaxTranscriptMessages)
+	b, err := s.batchFor(ctx, job, last)
 	if err != nil {
 		return s.workErr(ctx, l, job, "read pending messages", err)
 	}
@@ -478,7 +478,7 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, run *led
 			return s.workErr(ctx, l, job, "advance watermarks", err)
 		}
 		return s.after(ctx, job, last, Result{Status: store.RunSkipped,
-			Reason: fmt.Sprintf("no user or assistant messages among %d new messages (tool and system messages are not extracted)", b.scanned)})
+			Reason: fmt.Sprintf("no user or assistant messages with content among %d new messages (tool and system messages, and blank messages, are not extracted)", b.scanned)})
 	}
 
 	prov := s.provider()

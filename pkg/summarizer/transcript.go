@@ -23,9 +23,13 @@ func labelsFor(language string) labels {
 	return labels{user: "用户", assistant: "助手", conversation: "对话", truncated: "... [截断]"}
 }
 
-// transcriptRole reports whether a message belongs in the transcript (user and assistant
-// only; tool and system messages are skipped, as the spec says).
-func transcriptRole(role string) bool { return role == "user" || role == "assistant" }
+// inTranscript reports whether a message belongs in the transcript: user and assistant
+// messages only (tool and system messages are skipped, as the spec says), and only those
+// with content (an assistant turn that only made tool calls is skipped, as MateClaw skips
+// blank messages, rather than rendered as an empty "助手: " line).
+func inTranscript(m store.Message) bool {
+	return (m.Role == "user" || m.Role == "assistant") && strings.TrimSpace(m.Content) != ""
+}
 
 // truncateRunes cuts s to max characters (runes, not bytes) and appends marker when cut.
 func truncateRunes(s string, max int, marker string) string {
@@ -41,13 +45,17 @@ func truncateRunes(s string, max int, marker string) string {
 // one "用户: ..." / "助手: ..." entry per message.
 func Transcript(language string, msgs []store.Message) string {
 	l := labelsFor(language)
+	kept := make([]store.Message, 0, len(msgs))
 	convs := map[string]bool{}
 	for _, m := range msgs {
-		convs[m.ConversationID] = true
+		if inTranscript(m) {
+			kept = append(kept, m)
+			convs[m.ConversationID] = true
+		}
 	}
 	var b strings.Builder
 	cur := ""
-	for i, m := range msgs {
+	for i, m := range kept {
 		if len(convs) > 1 && (i == 0 || m.ConversationID != cur) {
 			if i > 0 {
 				b.WriteString("\n")

@@ -14,8 +14,8 @@ func Definitions(language string) []Definition {
 		return zh
 	}
 	filename := prop("string", pick(
-		"相对路径，必须以 .md 结尾，例如 MEMORY.md、PROFILE.md 或 memory/2026-04-01.md。不允许绝对路径、'..'、反斜杠和控制字符，最长 256 字节。",
-		"Relative path ending in .md, e.g. MEMORY.md, PROFILE.md or memory/2026-04-01.md. No absolute paths, '..', backslashes or control characters; at most 256 bytes."))
+		"相对路径，必须以 .md 结尾，例如 MEMORY.md、PROFILE.md 或 memory/2026-04-01.md。不允许：绝对路径或盘符、'..'、反斜杠、空的或 '.' 路径段（如 './' 或 '//'）、路径段首尾的空格、控制字符和不可见格式字符；最长 256 字节。",
+		"Relative path ending in .md, e.g. MEMORY.md, PROFILE.md or memory/2026-04-01.md. Not allowed: absolute paths or drive letters, '..', backslashes, empty or '.' path segments (such as './' or '//'), leading or trailing spaces in a path segment, control or invisible formatting characters; at most 256 bytes."))
 	return []Definition{
 		def(ListFiles, pick(
 			"列出你的工作区记忆文件（按注入顺序 sort_order、再按文件名排序），返回文件名、是否注入系统提示词（enabled）、字节数和更新时间。可按文件名前缀过滤，例如 \"memory/\" 只列出每日记忆。",
@@ -28,8 +28,8 @@ func Definitions(language string) []Definition {
 			"Read the full content of one workspace memory file, with enabled, fileSize and updateTime. Read a file before you edit or overwrite it."),
 			schema(map[string]json.RawMessage{"filename": filename}, "filename")),
 		def(WriteFile, pick(
-			"创建或完整覆写一个工作区记忆文件（.md）。已有内容会被整体替换，所以覆写前先读取，局部修改请用 edit_workspace_memory_file。新建的文件默认不注入系统提示词（enabled=false）。返回 created/overwritten 和 bytesWritten。",
-			"Create a workspace memory file (.md) or overwrite it completely. Existing content is replaced as a whole, so read first, and prefer edit_workspace_memory_file for partial changes. New files are not injected into the system prompt (enabled=false). Returns created/overwritten and bytesWritten."),
+			"创建或完整覆写一个工作区记忆文件（.md）。已有内容会被整体替换，所以覆写前先读取，局部修改请用 edit_workspace_memory_file。新建的文件默认不注入系统提示词（enabled=false），排序值 sort_order 为 100（排在核心文件 0–3 之后）。返回 created/overwritten 和 bytesWritten。",
+			"Create a workspace memory file (.md) or overwrite it completely. Existing content is replaced as a whole, so read first, and prefer edit_workspace_memory_file for partial changes. New files are not injected into the system prompt (enabled=false) and get sort_order 100 (after the core files, 0-3). Returns created/overwritten and bytesWritten."),
 			schema(map[string]json.RawMessage{
 				"filename": filename,
 				"content":  prop("string", pick("文件的完整新内容（Markdown）。", "The complete new content of the file (Markdown).")),

@@ -266,3 +266,44 @@ func TestDefinitions(t *testing.T) {
 		t.Error("zh and en descriptions are the same")
 	}
 }
+
+// TestDefinitionsStateTheRules: every rule the name check enforces, and the sort order of
+// new files, is in what the model reads, in both languages.
+func TestDefinitionsStateTheRules(t *testing.T) {
+	rules := []struct{ bad, zh, en string }{
+		{"/abs.md", "绝对路径", "absolute paths"},
+		{"C:x.md", "盘符", "drive letters"},
+		{"a/../b.md", "'..'", "'..'"},
+		{`a\b.md`, "反斜杠", "backslashes"},
+		{"./a.md", "'./'", "'./'"},
+		{"a//b.md", "'//'", "'//'"},
+		{" a.md", "首尾的空格", "leading or trailing spaces"},
+		{"a\u200b.md", "不可见格式字符", "invisible formatting characters"},
+		{"a.txt", ".md", ".md"},
+	}
+	for _, lang := range []string{"zh", "en"} {
+		defs := tool.Definitions(lang)
+		var params struct {
+			Properties map[string]struct{ Description string } `json:"properties"`
+		}
+		if err := json.Unmarshal(defs[2].Function.Parameters, &params); err != nil {
+			t.Fatal(err)
+		}
+		desc := params.Properties["filename"].Description
+		for _, r := range rules {
+			if workspace.ValidateName(r.bad) == nil {
+				t.Fatalf("%q is accepted: the table is out of date", r.bad)
+			}
+			want := r.en
+			if lang == "zh" {
+				want = r.zh
+			}
+			if !strings.Contains(desc, want) {
+				t.Errorf("%s filename description does not state the rule refusing %q (%q):\n%s", lang, r.bad, want, desc)
+			}
+		}
+		if !strings.Contains(defs[2].Function.Description, "sort_order") || !strings.Contains(defs[2].Function.Description, "100") {
+			t.Errorf("%s write description does not give new files' sort_order 100: %s", lang, defs[2].Function.Description)
+		}
+	}
+}

@@ -36,6 +36,8 @@ type summaryEntry struct {
 	TokensIn  int       `json:"tokensIn,omitempty"`
 	TokensOut int       `json:"tokensOut,omitempty"`
 	Written   time.Time `json:"written"`
+	// Goal is the conversation's first real user message (the original-goal anchor).
+	Goal string `json:"goal,omitempty"`
 	// Chain is the full chained hash of the covered messages, so the next summary can
 	// continue the chain without reading them again.
 	Chain string `json:"chain,omitempty"`

@@ -62,8 +62,9 @@ func decodeRequest(r *http.Request) (Request, error) {
 	req := Request{AgentID: agentID, ConversationID: r.PathValue("conversationId"), SystemPrompt: b.SystemPrompt,
 		UserMessage: *b.UserMessage, Model: b.Model}
 	if b.MaxInputTokens != nil {
-		if *b.MaxInputTokens <= 0 {
-			return Request{}, httpapi.BadRequest("maxInputTokens must be a positive number of tokens, got %d (omit it for the default)", *b.MaxInputTokens)
+		// 0 means the default, as in MateClaw (and as when the field is absent).
+		if *b.MaxInputTokens < 0 {
+			return Request{}, httpapi.BadRequest("maxInputTokens must be a positive number of tokens, got %d (omit it or send 0 for the default)", *b.MaxInputTokens)
 		}
 		req.MaxInputTokens = *b.MaxInputTokens
 	}

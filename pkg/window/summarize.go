@@ -163,6 +163,7 @@ func extract(lang string, tk tokens.Tokenizer, maxTokens int, prev string, msgs 
 func (s *Service) computeSummary(ctx context.Context, a *assembly, prev summaryEntry, from, to int,
 	renew func(context.Context) error) (summaryEntry, error) {
 	e := prev
+	goal := a.goalOf(prev, from, a.hist[from:to])
 	for from < to {
 		end := a.chunkEnd(from, to, s.chunkTokens)
 		text, resp, err := s.summarizeChunk(ctx, a.lang, e.Text, a.hist[from:end])
@@ -172,7 +173,8 @@ func (s *Service) computeSummary(ctx context.Context, a *assembly, prev summaryE
 		}
 		e = summaryEntry{Text: text, Covers: a.offset + end, LastID: a.hist[end-1].id, Language: a.lang,
 			Model: resp.Model, TokensIn: e.TokensIn + resp.TokensIn, TokensOut: e.TokensOut + resp.TokensOut,
-			Encoding: a.tk.Name(), PrefixTokens: a.offsetTokens + a.tokensOf(0, end), Chain: hex.EncodeToString(a.chain[end][:])}
+			Encoding: a.tk.Name(), PrefixTokens: a.offsetTokens + a.tokensOf(0, end), Chain: hex.EncodeToString(a.chain[end][:]),
+			Goal: goal}
 		if end < to {
 			if s.cache != nil {
 				_ = s.cache.store(ctx, a.ck, a.chainHex(end), e)

@@ -411,7 +411,7 @@ func (s *Service) assemble(ctx context.Context, req Request, emergency bool) (*R
 	sumTok := 0
 	var sumMsg Message
 	if sum != nil {
-		sumMsg = Message{Role: RoleUser, Content: Marker(a.lang) + "\n" + sum.Text}
+		sumMsg = Message{Role: RoleUser, Content: summaryContent(a.lang, *sum)}
 		sumTok = s.counts.message(a.tk, sumMsg)
 	}
 	kept := a.tokensOf(keepFrom, len(a.hist))
@@ -427,7 +427,14 @@ func (s *Service) assemble(ctx context.Context, req Request, emergency bool) (*R
 		sum, sumTok = nil, 0
 	}
 	if base+kept > budget && keepFrom < len(a.hist) {
-		a.warn("the last exchange alone exceeds the budget: its earliest messages were dropped to fit")
+		// Keep the last exchange: shorten its largest messages (marked as truncated) rather
+		// than drop them; drop whole units only if even that does not fit.
+		var cut int
+		kept, cut = a.truncateToFit(keepFrom, budget-base)
+		a.warn("the last exchange alone exceeds the budget: %d of its messages were truncated (marked %q) to fit", cut, strings.TrimSpace(truncatedMarker(a.lang)))
+	}
+	if base+kept > budget && keepFrom < len(a.hist) {
+		a.warn("the last exchange exceeds the budget even truncated: its earliest messages were dropped to fit")
 		for base+kept > budget && keepFrom < len(a.hist) {
 			kept -= a.tokensOf(keepFrom, a.lay.units[u].end)
 			keepFrom = a.lay.units[u].end
@@ -531,7 +538,7 @@ func (s *Service) compact(ctx context.Context, a *assembly, base, trigger int) (
 		prev, prevN, found = *a.pre, 0, true
 	}
 	if found {
-		cost := base + a.summaryTokens(prev.Text) + a.tokensOf(prevN, len(a.hist))
+		cost := base + a.summaryTokens(prev) + a.tokensOf(prevN, len(a.hist))
 		if prevN >= boundary || cost <= trigger {
 			// The cached summary, with what came after it verbatim, is enough.
 			a.res.CacheHit = true
@@ -552,7 +559,8 @@ func (s *Service) compact(ctx context.Context, a *assembly, base, trigger int) (
 	a.res.DegradedReason = "LLM summary unavailable, used an extractive summary: " + err.Error()
 	a.res.SummaryKind = "extractive"
 	text := extract(a.lang, a.tk, s.cfg.SummaryMaxTokens, prev.Text, a.hist[prevN:boundary])
-	return boundary, &summaryEntry{Text: text, Covers: a.offset + boundary, Language: a.lang}
+	return boundary, &summaryEntry{Text: text, Covers: a.offset + boundary, Language: a.lang,
+		Goal: a.goalOf(prev, prevN, a.hist[prevN:boundary])}
 }
 
 // summarize folds hist[from:to] into prev, through the shared single-flight when the cache
@@ -611,8 +619,8 @@ func (a *assembly) tokensOf(from, to int) int {
 	return n
 }
 
-func (a *assembly) summaryTokens(text string) int {
-	return a.counts.message(a.tk, Message{Role: RoleUser, Content: Marker(a.lang) + "\n" + text})
+func (a *assembly) summaryTokens(e summaryEntry) int {
+	return a.counts.message(a.tk, Message{Role: RoleUser, Content: summaryContent(a.lang, e)})
 }
 
 // buildChain computes the chained content hash of every prefix up to hist[:n].

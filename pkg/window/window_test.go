@@ -86,6 +86,11 @@ func TestCompactionCacheAndIncrementalSummary(t *testing.T) {
 		if sum.Role != RoleUser || !strings.HasPrefix(sum.Content, MarkerZH+"\n摘要：") {
 			t.Fatalf("summary message: %+v", sum)
 		}
+		// The original goal (the first user message) is anchored at the end of the summary.
+		goal := "\n\n[原始目标]\n" + stored[0].Content
+		if stored[0].Role != RoleUser || !strings.HasSuffix(sum.Content, goal) {
+			t.Fatalf("summary message lacks the original-goal anchor %q: %q", goal, sum.Content)
+		}
 		for i, m := range stored[len(stored)-6:] {
 			if got := res.Messages[2+i]; got.Content != m.Content || got.Role != m.Role {
 				t.Fatalf("recent message %d not verbatim: %+v", i, got)
@@ -122,6 +127,10 @@ func TestCompactionCacheAndIncrementalSummary(t *testing.T) {
 		checkWindow(t, inc, q)
 		if inc.LLMCalls != 1 || inc.CacheHit {
 			t.Fatalf("incremental compaction: %+v", inc)
+		}
+		// The goal survives an incremental compaction, whose messages no longer include it.
+		if !strings.HasSuffix(inc.Messages[1].Content, goal) {
+			t.Fatalf("incremental summary lost the original goal: %q", inc.Messages[1].Content)
 		}
 		rec = e.llm.Received()
 		user := rec[len(rec)-1].Messages[1].Content
@@ -238,7 +247,7 @@ func TestValidation(t *testing.T) {
 	}{
 		{"no user message", map[string]any{"systemPrompt": "x"}, "userMessage is required"},
 		{"blank user message", map[string]any{"userMessage": "  "}, "userMessage is empty"},
-		{"zero budget", map[string]any{"userMessage": "x", "maxInputTokens": 0}, "maxInputTokens must be a positive"},
+		{"negative budget", map[string]any{"userMessage": "x", "maxInputTokens": -1}, "maxInputTokens must be a positive"},
 		{"huge budget", map[string]any{"userMessage": "x", "maxInputTokens": 1 << 40}, "maxInputTokens must be between"},
 		{"unknown field", map[string]any{"userMessage": "x", "max_tokens": 5}, "unknown field"},
 		{"bad role", map[string]any{"userMessage": "x", "messages": []any{map[string]any{"role": "bot", "content": "hi"}}}, `messages[0]: role "bot"`},
@@ -258,6 +267,10 @@ func TestValidation(t *testing.T) {
 				t.Fatalf("status %d, message %q; want 400 containing %q", st, msg, tc.want)
 			}
 		})
+	}
+	// maxInputTokens 0 is the default, as in MateClaw (and as when it is absent).
+	if st, res, msg := r.post(t, 1, "c", map[string]any{"userMessage": "x", "maxInputTokens": 0}, false); st != 200 || res.Tokens.Budget != windowConfig().DefaultMaxInputTokens {
+		t.Fatalf("maxInputTokens 0: status %d %s, budget %+v; want the default %d", st, msg, res, windowConfig().DefaultMaxInputTokens)
 	}
 	long := strings.Repeat("x", 200)
 	if st, _, msg := r.post(t, 1, long, map[string]any{"userMessage": "x"}, false); st != http.StatusBadRequest || !strings.Contains(msg, "conversationId") {
@@ -311,6 +324,45 @@ func TestCurrentMessageStoredFirstIsUsedOnce(t *testing.T) {
 	if !res.CurrentFromHistory || res.HistoryMessages != 6 || res.Messages[len(res.Messages)-2].Content == "最新的问题" {
 		t.Fatalf("current message duplicated: %+v", res)
 	}
+}
+
+// TestOversizedLastExchangeIsTruncatedNotDropped: when the last exchange alone exceeds the
+// budget, it is kept with its oversized message cut and marked, instead of leaving the
+// window with no history at all.
+func TestOversizedLastExchangeIsTruncatedNotDropped(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		e := newEnv(t, db)
+		r := e.replica("a", replicaOpts{})
+		e.store(1, "c-big", 0, 3, filler)
+		huge := "日志开头：" + strings.Repeat(filler, 400)
+		if _, err := e.msgs.Add(context.Background(), storeMsg(1, "c-big", "user", "帮我看看这段日志"),
+			storeMsg(1, "c-big", "assistant", huge)); err != nil {
+			t.Fatal(err)
+		}
+		const budget = 3000
+		st, res, msg := r.post(t, 1, "c-big", body("然后呢？", budget, nil), false)
+		if st != 200 {
+			t.Fatalf("status %d: %s", st, msg)
+		}
+		checkWindow(t, res, "然后呢？")
+		n := len(res.Messages)
+		if res.Kept != 2 || n < 3 || res.Messages[n-3].Content != "帮我看看这段日志" {
+			t.Fatalf("last exchange not kept (kept %d): %+v", res.Kept, res.Messages)
+		}
+		got := res.Messages[n-2].Content
+		if !strings.HasPrefix(got, "日志开头：") || !strings.HasSuffix(got, "\n... [截断]") || len(got) >= len(huge) {
+			t.Fatalf("oversized reply not truncated and marked: %d bytes, ends %q", len(got), got[max(0, len(got)-40):])
+		}
+		// Cut to fit, not to nothing: most of the room is used.
+		if res.Tokens.Total < budget*3/4 {
+			t.Fatalf("total %d of budget %d: truncated more than needed", res.Tokens.Total, budget)
+		}
+		// The stored message itself is unchanged.
+		rows, err := e.msgs.List(context.Background(), 1, "c-big", 0, 0)
+		if err != nil || rows[len(rows)-1].Content != huge {
+			t.Fatalf("stored message changed (%v)", err)
+		}
+	})
 }
 
 func TestRetryKeepsLastTwoExchanges(t *testing.T) {
@@ -376,7 +428,7 @@ func TestTwoReplicasOneLLMCall(t *testing.T) {
 				t.Fatal("a replica failed")
 			}
 			checkWindow(t, res, "下一步？")
-			if res.Degraded || res.Messages[1].Content != MarkerZH+"\n共享的摘要。" {
+			if res.Degraded || !strings.HasPrefix(res.Messages[1].Content, MarkerZH+"\n共享的摘要。\n\n[原始目标]\n第0个问题") {
 				t.Fatalf("replica result: %+v", res)
 			}
 			calls += res.LLMCalls

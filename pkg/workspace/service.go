@@ -358,7 +358,8 @@ func toFile(r store.WorkspaceFile) File {
 }
 
 // SystemPrompt builds the workspace injection exactly as the spec formats it: enabled files
-// by sort_order, each as "--- NAME ---" and its content, separated by a blank line.
+// by sort_order, each as "--- NAME ---" and its content, separated by a blank line. As in
+// MateClaw, the content is trimmed and a file whose content is blank is left out.
 func (s *Service) SystemPrompt(ctx context.Context, agentID int64) (string, error) {
 	if err := s.ensure(ctx, agentID); err != nil {
 		return "", err
@@ -376,8 +377,12 @@ func (s *Service) SystemPrompt(ctx context.Context, agentID int64) (string, erro
 		return rows[i].Filename < rows[j].Filename
 	})
 	var b strings.Builder
-	for i, r := range rows {
-		if i > 0 {
+	for _, r := range rows {
+		content := strings.TrimSpace(r.Content)
+		if content == "" {
+			continue
+		}
+		if b.Len() > 0 {
 			b.WriteString("\n\n")
 		}
 		b.WriteString("--- ")
@@ -385,7 +390,7 @@ func (s *Service) SystemPrompt(ctx context.Context, agentID int64) (string, erro
 		b.WriteString(" ---\n")
 		// A content line that looks like a "--- NAME ---" header is escaped, so a file
 		// cannot forge another file's block.
-		b.WriteString(fence.EscapeLines(strings.TrimRight(r.Content, "\n"), fence.FileDelimiter))
+		b.WriteString(fence.EscapeLines(content, fence.FileDelimiter))
 	}
 	return b.String(), nil
 }

@@ -306,7 +306,7 @@ func TestSystemPrompt(t *testing.T) {
 		}
 		var blocks []string
 		for _, n := range workspace.CoreFiles {
-			blocks = append(blocks, "--- "+n+" ---\n"+strings.TrimRight(workspace.DefaultContent("en", n), "\n"))
+			blocks = append(blocks, "--- "+n+" ---\n"+strings.TrimSpace(workspace.DefaultContent("en", n)))
 		}
 		if want := strings.Join(blocks, "\n\n"); got != want {
 			t.Fatalf("fresh agent's system prompt:\n%s\n---- want ----\n%s", got, want)
@@ -330,11 +330,31 @@ func TestSystemPrompt(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := strings.Join([]string{blocks[0], "--- SOUL.md ---\n" + strings.TrimRight(workspace.DefaultContent("en", "SOUL.md"), "\n"),
+		want := strings.Join([]string{blocks[0], "--- SOUL.md ---\n" + strings.TrimSpace(workspace.DefaultContent("en", "SOUL.md")),
 			"--- extra.md ---\nextra", "--- MEMORY.md ---\ncore memory"}, "\n\n")
 		// SOUL.md (1) and extra.md (1) tie on sort_order: name order puts SOUL.md first.
 		if got != want {
 			t.Fatalf("system prompt:\n%s\n---- want ----\n%s", got, want)
+		}
+
+		// As in MateClaw: content is trimmed (both ends), and a blank enabled file is left out
+		// rather than injected as an empty block.
+		mustWrite(t, ws, a, "MEMORY.md", "\n\n  core memory  \n")
+		mustWrite(t, ws, a, "extra.md", " \n\t\n")
+		got, err = ws.SystemPrompt(ctx, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = strings.Join([]string{blocks[0], "--- SOUL.md ---\n" + strings.TrimSpace(workspace.DefaultContent("en", "SOUL.md")),
+			"--- MEMORY.md ---\ncore memory"}, "\n\n")
+		if got != want {
+			t.Fatalf("system prompt with a blank file and untrimmed content:\n%q\n---- want ----\n%q", got, want)
+		}
+		mustWrite(t, ws, a, "AGENTS.md", "")
+		mustWrite(t, ws, a, "SOUL.md", "")
+		mustWrite(t, ws, a, "MEMORY.md", "\n")
+		if got, err = ws.SystemPrompt(ctx, a); err != nil || got != "" {
+			t.Fatalf("only blank files enabled: got %q, %v; want an empty injection", got, err)
 		}
 	})
 }
