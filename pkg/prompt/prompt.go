@@ -151,6 +151,7 @@ func mateClawVars(vars map[string]string) map[string]string {
 // JSON examples such templates contain) stay as they are.
 func RenderMateClaw(t string, vars map[string]string) string {
 	vars = mateClawVars(vars)
+	tags := fence.TagNames(t)
 	var b strings.Builder
 	b.Grow(len(t))
 	for {
@@ -168,7 +169,7 @@ func RenderMateClaw(t string, vars map[string]string) string {
 		if j := strings.Index(t[len(open):], close); j >= 0 {
 			key := t[len(open) : len(open)+j]
 			if v, ok := vars[strings.TrimSpace(key)]; ok && isIdent(strings.TrimSpace(key)) {
-				b.WriteString(v)
+				b.WriteString(fence.Tags(v, tags))
 				t = t[len(open)+j+len(close):]
 				continue
 			}
