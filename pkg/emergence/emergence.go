@@ -31,6 +31,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 
 	"github.com/matememory/matememory/pkg/bus"
+	"github.com/matememory/matememory/pkg/fence"
 	"github.com/matememory/matememory/pkg/guard"
 	"github.com/matememory/matememory/pkg/lease"
 	"github.com/matememory/matememory/pkg/ledger"
@@ -544,7 +545,7 @@ func (w *Worker) attempt(ctx context.Context, req Request, run *ledger.Run) erro
 			return err
 		}
 		f, created, err := w.ws.Write(lctx, req.AgentID, MemoryFile, content, expect,
-			workspace.Change{Actor: store.ActorEmergence, Ref: run.RunID})
+			workspace.Change{Actor: store.ActorEmergence, Ref: run.RunID, InTx: fence.InTx(held, req.AgentID)})
 		if errors.Is(err, workspace.ErrConflict) || errors.Is(err, workspace.ErrNotFound) {
 			// A tool or API edit landed during the model call: ask again with what is there now.
 			w.log.Info("emergence: MEMORY.md changed during the model call; asking again", "agent", req.AgentID, "try", try)

@@ -30,6 +30,8 @@ type Manager struct {
 	kv    jetstream.KeyValue
 	ttl   time.Duration
 	owner string
+	// epoch is the bucket's creation time: revisions restart in a recreated bucket.
+	epoch int64
 }
 
 // Holder describes who holds a lease.
@@ -49,7 +51,15 @@ func Bucket(ctx context.Context, js jetstream.JetStream, bucket string, ttl time
 	if err != nil {
 		return nil, fmt.Errorf("lease bucket %s: %w", bucket, err)
 	}
-	return &Manager{kv: kv, ttl: ttl, owner: owner}, nil
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lease bucket %s status: %w", bucket, err)
+	}
+	var epoch int64
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {
+		epoch = bs.StreamInfo().Created.UnixNano()
+	}
+	return &Manager{kv: kv, ttl: ttl, owner: owner, epoch: epoch}, nil
 }
 
 // Lease is a held lease.
@@ -163,6 +173,10 @@ func (l *Lease) Revision() uint64 {
 	defer l.mu.Unlock()
 	return l.rev
 }
+
+// Epoch is the lease bucket's creation time (Unix nanoseconds): with Revision it orders
+// holders across a recreated bucket, whose revisions start again at 1.
+func (l *Lease) Epoch() int64 { return l.m.epoch }
 
 // Release stops renewal and deletes the key if this lease still holds it.
 func (l *Lease) Release(ctx context.Context) error {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/event"
+	"github.com/matememory/matememory/pkg/fence"
 	"github.com/matememory/matememory/pkg/guard"
 	"github.com/matememory/matememory/pkg/lease"
 	"github.com/matememory/matememory/pkg/ledger"
@@ -120,9 +121,9 @@ type Service struct {
 	set Settings
 	d   Deps
 
-	// hookAfterAppend, set by tests, runs between the daily append and the watermark
-	// update; an error simulates a crash there.
-	hookAfterAppend func() error
+	// hookBeforeCommit, set by tests, runs just before the transaction that appends the
+	// daily entry and moves the watermarks; an error simulates a crash there.
+	hookBeforeCommit func() error
 }
 
 // New builds the service.
@@ -433,6 +434,9 @@ func (s *Service) workErr(ctx context.Context, l *lease.Lease, job Job, what str
 	return transient(fmt.Sprintf("%s: %v", what, err), job.Attempt, s)
 }
 
+// commitTimeout bounds the transaction that commits an extraction.
+const commitTimeout = 10 * time.Second
+
 // stepError carries whether an extraction step may succeed when retried.
 type stepError struct {
 	transient bool
@@ -471,7 +475,7 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, run *led
 		return Result{Status: store.RunCompleted, Covered: true, Reason: "nothing pending (covered meanwhile)"}
 	}
 	if len(b.msgs) == 0 {
-		if err := s.advance(ctx, agentID, b.spans); err != nil {
+		if err := s.commit(ctx, l, agentID, b.spans); err != nil {
 			return s.workErr(ctx, l, job, "advance watermarks", err)
 		}
 		return s.after(ctx, job, last, Result{Status: store.RunSkipped,
@@ -528,7 +532,7 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, run *led
 				expect = old.Version
 			}
 			_, _, err := s.d.Workspace.Write(ctx, agentID, f.name, text, expect,
-				workspace.Change{Actor: store.ActorSummarizer, Ref: run.RunID})
+				workspace.Change{Actor: store.ActorSummarizer, Ref: run.RunID, InTx: fence.InTx(l, agentID)})
 			switch {
 			case errors.Is(err, workspace.ErrConflict):
 				conflict = true
@@ -558,38 +562,36 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, run *led
 	if out.ShouldUpdate {
 		entry = strings.TrimSpace(guard.Redact(out.DailyEntry))
 	}
+	if s.hookBeforeCommit != nil {
+		if err := s.hookBeforeCommit(); err != nil {
+			return s.workErr(ctx, l, job, "before the commit", err)
+		}
+	}
+	// What the model answered is committed even when the worker is stopping, so that a
+	// graceful stop never throws away an LLM call's work. Only a lost lease stops it.
+	ctx, cancel := context.WithTimeout(l.Context(), commitTimeout)
+	defer cancel()
+	// One transaction appends the daily entry, moves the watermarks from exactly where this
+	// batch started and raises the agent's fencing value to this lease's token: a holder that
+	// lost its lease, or a batch overlapping one applied meanwhile, fails here as a whole.
 	if entry != "" {
 		key := effectKey(agentID, b.spans)
-		if err := s.putIntent(ctx, agentID, intent{RunID: run.RunID, Key: key, Daily: daily, Spans: b.spans}); err != nil {
-			return s.workErr(ctx, l, job, "record extraction intent", err)
-		}
 		_, err := s.d.Workspace.Append(ctx, agentID, daily, entry+"\n", "# "+date+"\n\n",
-			workspace.Change{Actor: store.ActorSummarizer, Ref: run.RunID, EffectKey: key})
+			workspace.Change{Actor: store.ActorSummarizer, Ref: run.RunID, EffectKey: key,
+				InTx: func(tx *gorm.DB) error { return s.commitTx(tx, l, agentID, b.spans) }})
 		switch {
 		case errors.Is(err, workspace.ErrAlreadyApplied):
 			s.d.Log.Info("daily entry already appended for these messages", "agent", agentID, "key", key)
+			if err := s.commit(ctx, l, agentID, b.spans); err != nil {
+				return s.workErr(ctx, l, job, "advance watermarks", err)
+			}
 		case err != nil:
 			return s.workErr(ctx, l, job, "append to "+daily, err)
 		default:
 			files = append(files, daily)
 		}
-	}
-	if s.hookAfterAppend != nil && entry != "" {
-		if err := s.hookAfterAppend(); err != nil {
-			return s.workErr(ctx, l, job, "after the daily append", err)
-		}
-	}
-	// What the model answered is written: finish the bookkeeping even when the worker is
-	// stopping, so that a graceful stop never leaves the extraction half-done (watermarks
-	// behind an appended entry, a stale intent, a "failed" run for work that was done). Only
-	// a lost lease stops it; the intent is then the next lease holder's to recover.
-	ctx, cancel := context.WithTimeout(l.Context(), 10*time.Second)
-	defer cancel()
-	if err := s.advance(ctx, agentID, b.spans); err != nil {
+	} else if err := s.commit(ctx, l, agentID, b.spans); err != nil {
 		return s.workErr(ctx, l, job, "advance watermarks", err)
-	}
-	if entry != "" {
-		s.deleteIntent(ctx, agentID)
 	}
 	if out.Provider == ProviderLLM {
 		s.setCooldown(ctx, agentID, run.RunID)

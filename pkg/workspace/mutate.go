@@ -61,6 +61,11 @@ func (s *Service) mutateOnce(ctx context.Context, agentID int64, name string, ex
 	var out File
 	var created bool
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if ch.InTx != nil {
+			if err := ch.InTx(tx); err != nil {
+				return err
+			}
+		}
 		cur, err := s.load(tx, agentID, name)
 		exists := err == nil
 		if err != nil && !errors.Is(err, ErrNotFound) {

@@ -36,6 +36,10 @@ type Change struct {
 	// EffectKey, when set, makes the change happen at most once: a second change with the
 	// same key returns ErrAlreadyApplied and writes nothing.
 	EffectKey string
+	// InTx, when set, runs first in the change's transaction; an error from it aborts the
+	// change and is returned. Workers use it to fence the write against a lost lease and to
+	// commit their bookkeeping (watermarks) atomically with it.
+	InTx func(tx *gorm.DB) error
 }
 
 // File is a workspace file.
