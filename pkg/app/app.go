@@ -179,7 +179,16 @@ func New(ctx context.Context, o Options) (*App, error) {
 	a.Tools = tool.New(a.Workspace)
 	a.HTTP = httpapi.New(httpapi.NewAuthenticator(m.Auth.Keys), a.Registry, a.Log,
 		httpapi.WithTracing(a.TracerProvider, a.Propagator))
-	a.HTTP.AddCheck("database", func(ctx context.Context) error { return store.Ping(ctx, db) })
+	a.HTTP.AddCheck("database", func(ctx context.Context) error {
+		// A ping takes a fresh connection when the pooled ones are frozen: statements stuck
+		// in flight are what shows a worker stuck on the database.
+		if w := store.WatchOf(db); w != nil {
+			if err := w.Stalled(store.StallReadiness); err != nil {
+				return err
+			}
+		}
+		return store.Ping(ctx, db)
+	})
 	a.HTTP.AddCheck("nats", func(ctx context.Context) error {
 		if !nc.IsConnected() {
 			return errors.New("nats: " + nc.Status().String())

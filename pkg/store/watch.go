@@ -14,6 +14,10 @@ import (
 // so that no call waits forever on a stalled connection.
 const DefaultStatementTimeout = 30 * time.Second
 
+// StallReadiness is how long a statement may be in flight before readiness reports the
+// process stuck on the database.
+const StallReadiness = 15 * time.Second
+
 // Watch gives every gorm statement without a deadline one (timeout), and keeps track of the
 // statements in flight, so readiness can report a process stuck on the database (a ping on
 // a fresh connection answers while the pooled ones are frozen).

@@ -75,6 +75,13 @@ type Settings struct {
 	ManualTimeout time.Duration
 	// DuplicateWindow is the events stream's Nats-Msg-Id deduplication window.
 	DuplicateWindow time.Duration
+	// HandlerTimeout bounds the handling of one delivery: past it the handler's context is
+	// cancelled, so a database or LLM call that hangs gives up, the lease is released and
+	// the delivery is handed back for a retry.
+	HandlerTimeout time.Duration
+	// DBTimeout bounds each database transaction made outside the handler's context (the
+	// commit of an extraction, the ledger row).
+	DBTimeout time.Duration
 }
 
 // SettingsFrom derives Settings from the configuration.
@@ -95,6 +102,8 @@ func SettingsFrom(cfg config.Config) Settings {
 		Concurrency:     4,
 		ManualTimeout:   2*llmTimeout + 30*time.Second,
 		DuplicateWindow: 10 * time.Minute,
+		HandlerTimeout:  3*llmTimeout + time.Minute,
+		DBTimeout:       10 * time.Second,
 	}
 }
 
@@ -148,6 +157,9 @@ func New(d Deps, set Settings) *Service {
 	}
 	if set.Concurrency <= 0 {
 		set.Concurrency = 1
+	}
+	if set.DBTimeout <= 0 {
+		set.DBTimeout = 10 * time.Second
 	}
 	return &Service{set: set, d: d}
 }
@@ -247,12 +259,19 @@ func deferred(kind, reason string, delay time.Duration) Result {
 }
 
 // Handle processes one job and records one ledger row for it.
-func (s *Service) Handle(ctx context.Context, job Job) Result {
+func (s *Service) Handle(parent context.Context, job Job) Result {
 	start := time.Now()
 	run := ledger.Run{RunID: uuid.NewString(), Kind: ledger.KindSummarize, AgentID: job.AgentID,
 		EventID: job.EventID, Attempt: job.Attempt, Conversations: []string{job.ConversationID}}
+	ctx := parent
+	if s.set.HandlerTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(parent, s.set.HandlerTimeout,
+			fmt.Errorf("the delivery's handling exceeded its budget of %s (a stalled database or LLM call?)", s.set.HandlerTimeout))
+		defer cancel()
+	}
 	res := s.handle(ctx, job, &run)
-	if ctx.Err() != nil && res.Retry {
+	if parent.Err() != nil && res.Retry {
 		// Shutting down: let another worker take it now rather than after a backoff.
 		res.Delay = 0
 	}
@@ -266,7 +285,7 @@ func (s *Service) Handle(ctx context.Context, job Job) Result {
 	run.Status, run.Reason = res.Status, res.Reason
 	run.FilesChanged = res.FilesChanged
 	run.LatencyMs = time.Since(start).Milliseconds()
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.set.DBTimeout)
 	defer cancel()
 	if _, err := s.d.Ledger.Record(rctx, run); err != nil {
 		s.d.Log.Error("record summarize run", "agent", job.AgentID, "event", job.EventID, "err", err)
@@ -434,9 +453,6 @@ func (s *Service) workErr(ctx context.Context, l *lease.Lease, job Job, what str
 	return transient(fmt.Sprintf("%s: %v", what, err), job.Attempt, s)
 }
 
-// commitTimeout bounds the transaction that commits an extraction.
-const commitTimeout = 10 * time.Second
-
 // stepError carries whether an extraction step may succeed when retried.
 type stepError struct {
 	transient bool
@@ -569,7 +585,7 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, run *led
 	}
 	// What the model answered is committed even when the worker is stopping, so that a
 	// graceful stop never throws away an LLM call's work. Only a lost lease stops it.
-	ctx, cancel := context.WithTimeout(l.Context(), commitTimeout)
+	ctx, cancel := context.WithTimeout(l.Context(), s.set.DBTimeout)
 	defer cancel()
 	// One transaction appends the daily entry, moves the watermarks from exactly where this
 	// batch started and raises the agent's fencing value to this lease's token: a holder that
