@@ -120,6 +120,8 @@ func New(ctx context.Context, o Options) (*App, error) {
 		o.Targets = []string{TargetAll}
 	}
 	a := &App{Opts: o, Cfg: o.Config, Log: o.Log, Registry: prometheus.NewRegistry()}
+	// Provisioning waits (with a log line per attempt) for a cluster that does not answer yet.
+	ctx = bus.WithProvisionRetry(ctx, bus.ProvisionRetry{Log: o.Log})
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := a.Cfg.Mate
 	ok := false

@@ -78,6 +78,10 @@ type Config struct {
 	// CASAttempts bounds the model calls of one attempt when MEMORY.md keeps changing under
 	// it (default 3).
 	CASAttempts int
+	// HandlerTimeout bounds the handling of one request (default (CASAttempts+1) × AckWait):
+	// past it the handler's context is cancelled, so a stalled database or model call gives
+	// up, the lease is released and the request is retried.
+	HandlerTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -104,6 +108,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CASAttempts <= 0 {
 		c.CASAttempts = 3
+	}
+	if c.HandlerTimeout <= 0 {
+		c.HandlerTimeout = time.Duration(c.CASAttempts+1) * c.AckWait
 	}
 	return c
 }
@@ -349,7 +356,9 @@ func (w *Worker) process(msg jetstream.Msg) {
 		return
 	}
 	stop := w.keepAlive(msg)
-	run, err := w.consolidate(ctx, req, int(attempt))
+	hctx, cancel := context.WithTimeout(ctx, w.cfg.HandlerTimeout)
+	run, err := w.consolidate(hctx, req, int(attempt))
+	cancel()
 	stop()
 	span.SetAttributes(attribute.Int64("matememory.agent_id", req.AgentID), attribute.String("matememory.run.status", run.Status))
 	if act := classify(err); act == actRetry || act == actDeadLetter {

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/matememory/matememory/pkg/bus"
 )
 
 // ErrHeld is returned by Acquire when another holder has the lease.
@@ -44,7 +46,7 @@ type Holder struct {
 // Bucket creates (or updates) the lease bucket with TTL ttl and returns a manager for owner
 // (a worker identity, logged and stored in the key).
 func Bucket(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, replicas int, owner string) (*Manager, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := bus.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
 		Bucket: bucket, TTL: ttl, History: 1, Replicas: replicas, Storage: jetstream.FileStorage,
 		Description: "MateMemory per-agent leases",
 	})
