@@ -68,18 +68,31 @@ func Unavailable(err error) bool {
 	}
 	var api *jetstream.APIError
 	if errors.As(err, &api) {
-		switch {
-		case api.Code >= 500, api.Code == 408:
-			return true
-		case api.ErrorCode == jetstream.JSErrCodeStreamNameInUse, api.ErrorCode == jetstream.JSErrCodeConsumerExists,
-			api.ErrorCode == jetstream.JSErrCodeConsumerAlreadyExists:
-			// Another process created it between our lookup and our create: look again.
-			return true
-		case api.ErrorCode == 10005: // no suitable peers for placement: nodes still joining
-			return true
-		}
+		_, ok := unavailableCodes[api.ErrorCode]
+		return ok
 	}
 	return false
+}
+
+// unavailableCodes are the JetStream API errors of a cluster that cannot serve a request
+// yet (the HTTP-like status is no guide: an invalid update is a 500 too).
+var unavailableCodes = map[jetstream.ErrorCode]struct{}{
+	10004: {}, // incomplete results
+	10005: {}, // no suitable peers for placement: nodes still joining
+	10007: {}, // JetStream cluster not assigned to this server
+	10008: {}, // JetStream system temporarily unavailable
+	10009: {}, // JetStream cluster can not handle request (no leader)
+	10023: {}, // insufficient resources (peers not up)
+	10075: {}, // peer remap failed
+	10118: {}, // stream is offline
+	10119: {}, // consumer is offline
+	10194: {}, // stream is offline: reason
+	10195: {}, // consumer is offline: reason
+	10202: {}, // cluster member change in progress
+	// Another process created it between our lookup and our create: look again (an update
+	// then either succeeds or fails with the real reason).
+	jetstream.JSErrCodeStreamNameInUse: {},
+	jetstream.JSErrCodeConsumerExists:  {},
 }
 
 // Retry runs fn until it succeeds, fails with an error that is not Unavailable, or the

@@ -60,7 +60,7 @@ func TestProvisionWaitsForTheCluster(t *testing.T) {
 
 	// The total wait is bounded.
 	short := bus.WithProvisionRetry(context.Background(), bus.ProvisionRetry{Log: log, MaxWait: 1500 * time.Millisecond,
-		Attempt: time.Second, Initial: 100 * time.Millisecond, Max: 500 * time.Millisecond})
+		Attempt: 300 * time.Millisecond, Initial: 100 * time.Millisecond, Max: 500 * time.Millisecond})
 	start := time.Now()
 	_, err = bus.EnsureStream(short, js, stream)
 	if err == nil || !strings.Contains(err.Error(), "did not answer") {
