@@ -84,7 +84,7 @@ func (m *Manager) Acquire(ctx context.Context, agentID int64, purpose string) (*
 	val, _ := json.Marshal(Holder{Owner: m.owner, Purpose: purpose, Acquired: time.Now().UTC()})
 	rev, err := m.kv.Create(ctx, key, val)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) {
+		if contended(err) {
 			h, _ := m.Holder(ctx, agentID)
 			return nil, fmt.Errorf("%w: agent %d by %s (%s)", ErrHeld, agentID, h.Owner, h.Purpose)
 		}
@@ -94,6 +94,18 @@ func (m *Manager) Acquire(ctx context.Context, agentID int64, purpose string) (*
 	l := &Lease{m: m, key: key, ctx: lctx, cancel: cancel, done: make(chan struct{}), rev: rev}
 	go l.renew(val)
 	return l, nil
+}
+
+// contended reports whether a revision-checked write lost to another writer: ErrKeyExists,
+// or the raw "wrong last sequence" error that Create returns when the key's last entry is
+// a delete marker and another worker wrote first (10071, or 10164 on replicated buckets).
+func contended(err error) bool {
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return true
+	}
+	var api *jetstream.APIError
+	return errors.As(err, &api) &&
+		(api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // Holder reads who holds the lease on agentID (zero Holder when free).
@@ -138,7 +150,7 @@ func (l *Lease) renew(val []byte) {
 			if l.ctx.Err() != nil {
 				return
 			}
-			if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound) {
+			if contended(err) || errors.Is(err, jetstream.ErrKeyNotFound) {
 				// Someone else holds the key now (ours expired or was deleted): fenced out.
 				l.cancel(fmt.Errorf("%w: renew lease on agent %s: %v", ErrLost, l.key, err))
 				return
