@@ -125,6 +125,8 @@ func New(ctx context.Context, o Options) (*App, error) {
 		o.Targets = []string{TargetAll}
 	}
 	a := &App{Opts: o, Cfg: o.Config, Log: o.Log, Registry: prometheus.NewRegistry()}
+	// Provisioning waits (with a log line per attempt) for a cluster that does not answer yet.
+	ctx = bus.WithProvisionRetry(ctx, bus.ProvisionRetry{Log: o.Log})
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := a.Cfg.Mate
 	ok := false
@@ -191,7 +193,16 @@ func New(ctx context.Context, o Options) (*App, error) {
 	a.Tools = tool.New(a.Workspace)
 	a.HTTP = httpapi.New(httpapi.NewAuthenticator(m.Auth.Keys), a.Registry, a.Log,
 		httpapi.WithTracing(a.TracerProvider, a.Propagator), httpapi.WithCORS(m.HTTP.CORSOrigins))
-	a.HTTP.AddCheck("database", func(ctx context.Context) error { return store.Ping(ctx, db) })
+	a.HTTP.AddCheck("database", func(ctx context.Context) error {
+		// A ping takes a fresh connection when the pooled ones are frozen: statements stuck
+		// in flight are what shows a worker stuck on the database.
+		if w := store.WatchOf(db); w != nil {
+			if err := w.Stalled(store.StallReadiness); err != nil {
+				return err
+			}
+		}
+		return store.Ping(ctx, db)
+	})
 	a.HTTP.AddCheck("nats", func(ctx context.Context) error {
 		if !nc.IsConnected() {
 			return errors.New("nats: " + nc.Status().String())

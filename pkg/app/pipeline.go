@@ -133,6 +133,8 @@ func replay(ctx context.Context, cfg config.Config, log *slog.Logger, args []str
 	if cfg.Mate.NATS.URL == "" {
 		fmt.Fprintf(stderr, "note: no mate.nats.url: replaying from the embedded store under %s/nats; stop a running all-in-one process first, or point MATE_NATS_URL at its embedded-listen address\n", cfg.Mate.DataDir)
 	}
+	// Like the services, wait and retry while the cluster is recovering.
+	ctx = bus.WithProvisionRetry(ctx, bus.ProvisionRetry{Log: log})
 	a, err := New(ctx, Options{Targets: []string{replayTarget}, Config: cfg, Log: log})
 	if err != nil {
 		fmt.Fprintln(stderr, "replay:", err)

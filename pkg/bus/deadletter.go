@@ -139,6 +139,13 @@ func RetryDeadLetter(ctx context.Context, js jetstream.JetStream, seq uint64, op
 	s, err := js.Stream(ctx, StreamDLQ)
 	if err == nil {
 		err = s.DeleteMsg(ctx, seq)
+		if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			if _, gerr := s.GetMsg(ctx, seq); errors.Is(gerr, jetstream.ErrMsgNotFound) {
+				// A concurrent retry of the same letter removed it first (its republish and
+				// ours are one message, by Nats-Msg-Id): answer as for a letter already retried.
+				return Retried{}, fmt.Errorf("%w: seq %d (retried meanwhile by another request)", ErrDeadLetterNotFound, seq)
+			}
+		}
 	}
 	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return Retried{}, fmt.Errorf("republished dead letter %d as %s seq %d but could not remove it from %s: %w",

@@ -19,31 +19,21 @@ import (
 // durable by name.
 
 // EnsureStream creates the stream or updates it to cfg. It is idempotent and safe when
-// several processes start at once. Settings the server cannot change in place (storage
-// type, retention of a work-queue stream, ...) fail with an error naming the stream.
+// several processes start at once, and waits for a cluster that does not answer yet
+// (Retry). Settings the server cannot change in place (storage type, retention of a
+// work-queue stream, ...) fail at once with an error naming the stream.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	if cfg.Name == "" {
 		return nil, errors.New("ensure stream: a stream name is required")
 	}
-	var s jetstream.Stream
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		s, err = js.CreateOrUpdateStream(ctx, cfg)
-		// Another process created it between our update (not found) and our create.
-		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			continue
-		}
-		break
-	}
-	if err != nil {
-		return nil, fmt.Errorf("provision stream %s (subjects %s): %w", cfg.Name, strings.Join(cfg.Subjects, ", "), err)
-	}
-	return s, nil
+	return Retry(ctx, fmt.Sprintf("provision stream %s (subjects %s)", cfg.Name, strings.Join(cfg.Subjects, ", ")),
+		func(ctx context.Context) (jetstream.Stream, error) { return js.CreateOrUpdateStream(ctx, cfg) })
 }
 
-// EnsureConsumer creates the durable consumer cfg.Durable on stream, or updates it to cfg.
-// The consumer must be durable with explicit acks: a worker that dies mid-message leaves
-// it unacknowledged and JetStream redelivers it after AckWait.
+// EnsureConsumer creates the durable consumer cfg.Durable on stream, or updates it to cfg,
+// waiting for the cluster like EnsureStream. The consumer must be durable with explicit
+// acks: a worker that dies mid-message leaves it unacknowledged and JetStream redelivers
+// it after AckWait.
 func EnsureConsumer(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
 	if cfg.Durable == "" {
 		return nil, fmt.Errorf("provision consumer on %s: a durable name is required", stream)
@@ -51,19 +41,20 @@ func EnsureConsumer(ctx context.Context, js jetstream.JetStream, stream string, 
 	if cfg.AckPolicy != jetstream.AckExplicitPolicy {
 		return nil, fmt.Errorf("provision consumer %s on %s: AckPolicy must be explicit (acks are manual)", cfg.Durable, stream)
 	}
-	var c jetstream.Consumer
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		c, err = js.CreateOrUpdateConsumer(ctx, stream, cfg)
-		if errors.Is(err, jetstream.ErrConsumerExists) {
-			continue
-		}
-		break
+	return Retry(ctx, fmt.Sprintf("provision consumer %s on stream %s", cfg.Durable, stream),
+		func(ctx context.Context) (jetstream.Consumer, error) {
+			return js.CreateOrUpdateConsumer(ctx, stream, cfg)
+		})
+}
+
+// EnsureKeyValue creates the KV bucket or updates it to cfg, waiting for the cluster like
+// EnsureStream.
+func EnsureKeyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	if cfg.Bucket == "" {
+		return nil, errors.New("ensure kv bucket: a bucket name is required")
 	}
-	if err != nil {
-		return nil, fmt.Errorf("provision consumer %s on stream %s: %w", cfg.Durable, stream, err)
-	}
-	return c, nil
+	return Retry(ctx, "provision kv bucket "+cfg.Bucket,
+		func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateOrUpdateKeyValue(ctx, cfg) })
 }
 
 // DLQStreamConfig is the dead-letter stream: every mate.dlq.> subject, limits retention,

@@ -3,7 +3,9 @@ package bus_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -151,5 +153,49 @@ func TestDeadLetterListRetry(t *testing.T) {
 	}
 	if _, err := bus.RetryDeadLetter(ctx, js, 999); !errors.Is(err, bus.ErrDeadLetterNotFound) {
 		t.Fatalf("unknown seq: %v", err)
+	}
+}
+
+// Issue 9 point 17: concurrent retries of one dead letter republish it once; a caller that
+// loses the race gets the answer for a letter already retried (not found), not a failure.
+func TestConcurrentRetriesOfOneDeadLetter(t *testing.T) {
+	ctx := context.Background()
+	js := jetStream(t)
+	if _, err := bus.EnsureStream(ctx, js, jetstream.StreamConfig{Name: "T_EVENTS", Subjects: []string{"t.events.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.EnsureStream(ctx, js, bus.DLQStreamConfig(1, 24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for round := 0; round < 10; round++ {
+		seq, err := bus.DeadLetter(ctx, js, bus.Letter{Subject: "t.events.7", Data: []byte("x"),
+			Header: nats.Header{nats.MsgIdHdr: {fmt.Sprintf("evt-%d", round)}}, Reason: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var ok atomic.Int32
+		for i := 0; i < 4; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := bus.RetryDeadLetter(ctx, js, seq)
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case !errors.Is(err, bus.ErrDeadLetterNotFound):
+					t.Errorf("round %d: concurrent retry: %v", round, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if ok.Load() < 1 {
+			t.Fatalf("round %d: no retry succeeded", round)
+		}
+	}
+	s, _ := js.Stream(ctx, "T_EVENTS")
+	info, err := s.Info(ctx)
+	if err != nil || info.State.Msgs != 10 {
+		t.Fatalf("republished %d messages for 10 letters: %v", info.State.Msgs, err)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 
 	"github.com/matememory/matememory/pkg/bus"
+	"github.com/matememory/matememory/pkg/fence"
 	"github.com/matememory/matememory/pkg/guard"
 	"github.com/matememory/matememory/pkg/lease"
 	"github.com/matememory/matememory/pkg/ledger"
@@ -78,6 +79,10 @@ type Config struct {
 	// CASAttempts bounds the model calls of one attempt when MEMORY.md keeps changing under
 	// it (default 3).
 	CASAttempts int
+	// HandlerTimeout bounds the handling of one request (default (CASAttempts+1) × AckWait):
+	// past it the handler's context is cancelled, so a stalled database or model call gives
+	// up, the lease is released and the request is retried.
+	HandlerTimeout time.Duration
 }
 
 func (c Config) withDefaults() Config {
@@ -104,6 +109,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CASAttempts <= 0 {
 		c.CASAttempts = 3
+	}
+	if c.HandlerTimeout <= 0 {
+		c.HandlerTimeout = time.Duration(c.CASAttempts+1) * c.AckWait
 	}
 	return c
 }
@@ -352,7 +360,9 @@ func (w *Worker) process(msg jetstream.Msg) {
 		return
 	}
 	stop := w.keepAlive(msg)
-	run, err := w.consolidate(ctx, req, int(attempt))
+	hctx, cancel := context.WithTimeout(ctx, w.cfg.HandlerTimeout)
+	run, err := w.consolidate(hctx, req, int(attempt))
+	cancel()
 	stop()
 	span.SetAttributes(attribute.Int64("matememory.agent_id", req.AgentID), attribute.String("matememory.run.status", run.Status))
 	if act := classify(err); act == actRetry || act == actDeadLetter {
@@ -550,7 +560,7 @@ func (w *Worker) attempt(ctx context.Context, req Request, run *ledger.Run) erro
 			return err
 		}
 		f, created, err := w.ws.Write(lctx, req.AgentID, MemoryFile, content, expect,
-			workspace.Change{Actor: store.ActorEmergence, Ref: run.RunID})
+			workspace.Change{Actor: store.ActorEmergence, Ref: run.RunID, InTx: fence.InTx(held, req.AgentID)})
 		if errors.Is(err, workspace.ErrConflict) || errors.Is(err, workspace.ErrNotFound) {
 			// A tool or API edit landed during the model call: ask again with what is there now.
 			w.log.Info("emergence: MEMORY.md changed during the model call; asking again", "agent", req.AgentID, "try", try)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/matememory/matememory/pkg/config"
-	"github.com/matememory/matememory/pkg/fence"
+	"github.com/matememory/matememory/pkg/promptsafe"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/workspace"
 )
@@ -76,8 +76,8 @@ func commonPrefix(a, b string) string {
 func renderNotes(notes []workspace.File, budget int) (string, int) {
 	var b strings.Builder
 	for i, f := range notes {
-		// A note line that looks like another note's header is escaped (fence).
-		part := "### " + f.Filename + "\n" + fence.EscapeLines(strings.TrimRight(f.Content, "\n"), noteHeader) + "\n"
+		// A note line that looks like another note's header is escaped (promptsafe).
+		part := "### " + f.Filename + "\n" + promptsafe.EscapeLines(strings.TrimRight(f.Content, "\n"), noteHeader) + "\n"
 		if i > 0 {
 			part = "\n" + part
 		}

@@ -1,107 +1,74 @@
-// Package fence keeps stored text from forging the structure of the prompts it is put in:
-// a message that closes </transcript>, a line "Assistant: ..." that reads as another turn,
-// a MEMORY.md line "--- SOUL.md ---" that reads as another file. Each function changes only
-// the few characters that would be read as structure, so the text stays readable.
+// Package fence checks, inside a database transaction, that the writer still holds the
+// agent's lease: the lease is in NATS KV, but what it protects is in the database, so a
+// holder that lost its lease (cut off from NATS, a commit delayed on a slow network) could
+// otherwise land a write after the new holder's.
+//
+// Every lease holder carries a Token (the lease bucket's epoch and the lease revision,
+// which JetStream only ever increases). A fenced transaction raises the agent's stored
+// fencing value to its token with a conditional UPDATE that matches only while the stored
+// value is not newer; when a newer holder has written, nothing matches and the transaction
+// fails with ErrFenced, so its other writes roll back with it.
 package fence
 
 import (
-	"regexp"
-	"strings"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/matememory/matememory/pkg/store"
 )
 
-var tagName = regexp.MustCompile(`</?([A-Za-z_][A-Za-z0-9_\-]*)[^<>]*>`)
+// ErrFenced is returned when a newer lease holder has already written for the agent.
+var ErrFenced = errors.New("fenced out: a newer holder of the agent's lease has written")
 
-// TagNames lists the names of the XML-like tags a prompt template uses (<transcript>,
-// </memory>, <daily_note date="...">), in order of first use.
-func TagNames(template string) []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, m := range tagName.FindAllStringSubmatch(template, -1) {
-		n := strings.ToLower(m[1])
-		if !seen[n] {
-			seen[n] = true
-			out = append(out, n)
-		}
-	}
-	return out
+// Token orders lease holders: by Epoch (the lease bucket's creation), then Revision.
+type Token struct {
+	Epoch    int64
+	Revision uint64
 }
 
-// Tags escapes, in text inserted into a prompt, the opening "<" of every tag named in names
-// ("</transcript>" becomes "&lt;/transcript>"), so the text cannot close or open the
-// template's sections. Other angle brackets are left alone.
-func Tags(text string, names []string) string {
-	if len(names) == 0 || !strings.Contains(text, "<") {
-		return text
+func (t Token) String() string { return fmt.Sprintf("%d/%d", t.Epoch, t.Revision) }
+
+// Check raises agentID's fencing value to t inside tx, or returns ErrFenced (wrapped with
+// the stored value) when a newer token has written. Call it in the transaction of the
+// write it guards; on MySQL it also locks the agent's fence row until that transaction
+// ends, so fenced writers of one agent are serialized.
+func Check(tx *gorm.DB, agentID int64, t Token, now time.Time) error {
+	row := store.AgentFence{AgentID: agentID, UpdateTime: now}
+	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
+		return fmt.Errorf("create fence of agent %d: %w", agentID, err)
 	}
-	var b strings.Builder
-	rest := text
-	for {
-		i := strings.IndexByte(rest, '<')
-		if i < 0 {
-			b.WriteString(rest)
-			return b.String()
-		}
-		b.WriteString(rest[:i])
-		rest = rest[i:]
-		if isTag(rest, names) {
-			b.WriteString("&lt;")
-		} else {
-			b.WriteByte('<')
-		}
-		rest = rest[1:]
+	rev := int64(t.Revision)
+	res := tx.Model(&store.AgentFence{}).
+		Where("agent_id = ? AND (epoch < ? OR (epoch = ? AND revision <= ?))", agentID, t.Epoch, t.Epoch, rev).
+		Updates(map[string]any{"epoch": t.Epoch, "revision": rev, "writes": gorm.Expr("writes + 1"), "update_time": now})
+	if res.Error != nil {
+		return fmt.Errorf("check fence of agent %d: %w", agentID, res.Error)
 	}
+	if res.RowsAffected == 1 {
+		return nil
+	}
+	var cur store.AgentFence
+	if err := tx.Where("agent_id = ?", agentID).Take(&cur).Error; err != nil {
+		return fmt.Errorf("%w (agent %d, token %s)", ErrFenced, agentID, t)
+	}
+	return fmt.Errorf("%w (agent %d: token %s, stored %d/%d)", ErrFenced, agentID, t, cur.Epoch, cur.Revision)
 }
 
-func isTag(s string, names []string) bool {
-	s = strings.TrimLeft(s[1:], " \t")
-	s = strings.TrimPrefix(s, "/")
-	s = strings.TrimLeft(s, " \t")
-	for _, n := range names {
-		if len(s) >= len(n) && strings.EqualFold(s[:len(n)], n) {
-			if len(s) == len(n) {
-				return true
-			}
-			switch c := s[len(n)]; {
-			case c == '>' || c == ' ' || c == '/' || c == '\t' || c == '\n':
-				return true
-			}
-		}
-	}
-	return false
+// Holder is what carries a fencing token: *lease.Lease.
+type Holder interface {
+	Epoch() int64
+	Revision() uint64
 }
 
-// Indent puts pad before every line of s after the first, so that no line of a multi-line
-// entry starts at the margin where entry labels ("用户: ", "Assistant: ", "### ") are.
-func Indent(s, pad string) string {
-	if !strings.Contains(s, "\n") {
-		return s
-	}
-	return strings.ReplaceAll(s, "\n", "\n"+pad)
-}
+// TokenOf is h's token now (renewals raise the revision).
+func TokenOf(h Holder) Token { return Token{Epoch: h.Epoch(), Revision: h.Revision()} }
 
-// EscapeLines prefixes with a backslash every line of s for which isDelimiter is true, so a
-// stored line that looks like one of the prompt's delimiters is not read as one.
-func EscapeLines(s string, isDelimiter func(line string) bool) string {
-	if s == "" {
-		return s
-	}
-	lines := strings.Split(s, "\n")
-	changed := false
-	for i, l := range lines {
-		if isDelimiter(l) {
-			lines[i] = `\` + l
-			changed = true
-		}
-	}
-	if !changed {
-		return s
-	}
-	return strings.Join(lines, "\n")
-}
-
-// FileDelimiter reports whether line reads as the system prompt's "--- NAME ---" header.
-func FileDelimiter(line string) bool {
-	t := strings.TrimSpace(line)
-	return len(t) > 7 && strings.HasPrefix(t, "---") && strings.HasSuffix(t, "---") &&
-		strings.TrimSpace(strings.Trim(t, "-")) != ""
+// InTx fences the transaction it runs in with h's token at that moment; it fits
+// workspace.Change.InTx.
+func InTx(h Holder, agentID int64) func(tx *gorm.DB) error {
+	return func(tx *gorm.DB) error { return Check(tx, agentID, TokenOf(h), time.Now().UTC()) }
 }

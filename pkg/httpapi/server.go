@@ -106,6 +106,9 @@ func New(auth *Authenticator, reg *prometheus.Registry, log *slog.Logger, opts .
 	return s
 }
 
+// CheckTimeout is each readiness check's own deadline.
+const CheckTimeout = 3 * time.Second
+
 // AddCheck registers a readiness check for /readyz.
 func (s *Server) AddCheck(name string, fn func(ctx context.Context) error) {
 	s.checks = append(s.checks, Check{Name: name, Fn: fn})
@@ -216,13 +219,38 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
-	defer cancel()
+	// Each check runs at the same time with its own deadline, so one that hangs (a stalled
+	// database) is reported as such and does not make the others fail for lack of time.
+	errs := make([]error, len(s.checks))
+	var wg sync.WaitGroup
+	for i, c := range s.checks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(r.Context(), CheckTimeout)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- c.Fn(ctx) }()
+			select {
+			case err := <-done:
+				errs[i] = err
+			case <-ctx.Done():
+				// A check that ignores its context is not waited for (beyond a moment for
+				// the one that returns as its context ends).
+				select {
+				case errs[i] = <-done:
+				case <-time.After(100 * time.Millisecond):
+					errs[i] = fmt.Errorf("no answer within %s", CheckTimeout)
+				}
+			}
+		}()
+	}
+	wg.Wait()
 	status := map[string]string{}
 	ok := true
-	for _, c := range s.checks {
-		if err := c.Fn(ctx); err != nil {
-			status[c.Name] = err.Error()
+	for i, c := range s.checks {
+		if errs[i] != nil {
+			status[c.Name] = errs[i].Error()
 			ok = false
 		} else {
 			status[c.Name] = "ok"

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -190,6 +191,38 @@ func TestReadyz(t *testing.T) {
 	status, env, _ := get(t, ts.URL, "GET", "/readyz", "")
 	if status != 503 || !strings.Contains(string(env.Data), "down") {
 		t.Fatalf("not ready: %d %+v", status, env)
+	}
+}
+
+// Issue 9 point 18: a check that hangs (a stalled database) is reported alone; the other
+// checks run with their own deadline and answer truthfully.
+func TestReadyzChecksHaveTheirOwnDeadlines(t *testing.T) {
+	s := newServer(t, "")
+	s.AddCheck("database", func(ctx context.Context) error {
+		<-ctx.Done()
+		return fmt.Errorf("database: %w", ctx.Err())
+	})
+	s.AddCheck("nats", func(ctx context.Context) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+			return nil
+		}
+	})
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	start := time.Now()
+	status, env, _ := get(t, ts.URL, "GET", "/readyz", "")
+	var checks map[string]string
+	if err := json.Unmarshal(env.Data, &checks); err != nil {
+		t.Fatal(err)
+	}
+	if status != 503 || checks["nats"] != "ok" || !strings.Contains(checks["database"], "deadline") {
+		t.Fatalf("readyz: %d %v", status, checks)
+	}
+	if took := time.Since(start); took > httpapi.CheckTimeout+time.Second {
+		t.Fatalf("readyz took %s", took)
 	}
 }
 

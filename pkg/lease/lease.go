@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/matememory/matememory/pkg/bus"
 )
 
 // ErrHeld is returned by Acquire when another holder has the lease.
@@ -30,6 +32,8 @@ type Manager struct {
 	kv    jetstream.KeyValue
 	ttl   time.Duration
 	owner string
+	// epoch is the bucket's creation time: revisions restart in a recreated bucket.
+	epoch int64
 }
 
 // Holder describes who holds a lease.
@@ -42,14 +46,22 @@ type Holder struct {
 // Bucket creates (or updates) the lease bucket with TTL ttl and returns a manager for owner
 // (a worker identity, logged and stored in the key).
 func Bucket(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, replicas int, owner string) (*Manager, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := bus.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
 		Bucket: bucket, TTL: ttl, History: 1, Replicas: replicas, Storage: jetstream.FileStorage,
 		Description: "MateMemory per-agent leases",
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lease bucket %s: %w", bucket, err)
 	}
-	return &Manager{kv: kv, ttl: ttl, owner: owner}, nil
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lease bucket %s status: %w", bucket, err)
+	}
+	var epoch int64
+	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {
+		epoch = bs.StreamInfo().Created.UnixNano()
+	}
+	return &Manager{kv: kv, ttl: ttl, owner: owner, epoch: epoch}, nil
 }
 
 // Lease is a held lease.
@@ -72,7 +84,7 @@ func (m *Manager) Acquire(ctx context.Context, agentID int64, purpose string) (*
 	val, _ := json.Marshal(Holder{Owner: m.owner, Purpose: purpose, Acquired: time.Now().UTC()})
 	rev, err := m.kv.Create(ctx, key, val)
 	if err != nil {
-		if errors.Is(err, jetstream.ErrKeyExists) {
+		if contended(err) {
 			h, _ := m.Holder(ctx, agentID)
 			return nil, fmt.Errorf("%w: agent %d by %s (%s)", ErrHeld, agentID, h.Owner, h.Purpose)
 		}
@@ -82,6 +94,18 @@ func (m *Manager) Acquire(ctx context.Context, agentID int64, purpose string) (*
 	l := &Lease{m: m, key: key, ctx: lctx, cancel: cancel, done: make(chan struct{}), rev: rev}
 	go l.renew(val)
 	return l, nil
+}
+
+// contended reports whether a revision-checked write lost to another writer: ErrKeyExists,
+// or the raw "wrong last sequence" error that Create returns when the key's last entry is
+// a delete marker and another worker wrote first (10071, or 10164 on replicated buckets).
+func contended(err error) bool {
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return true
+	}
+	var api *jetstream.APIError
+	return errors.As(err, &api) &&
+		(api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || api.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // Holder reads who holds the lease on agentID (zero Holder when free).
@@ -126,7 +150,7 @@ func (l *Lease) renew(val []byte) {
 			if l.ctx.Err() != nil {
 				return
 			}
-			if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyNotFound) {
+			if contended(err) || errors.Is(err, jetstream.ErrKeyNotFound) {
 				// Someone else holds the key now (ours expired or was deleted): fenced out.
 				l.cancel(fmt.Errorf("%w: renew lease on agent %s: %v", ErrLost, l.key, err))
 				return
@@ -163,6 +187,10 @@ func (l *Lease) Revision() uint64 {
 	defer l.mu.Unlock()
 	return l.rev
 }
+
+// Epoch is the lease bucket's creation time (Unix nanoseconds): with Revision it orders
+// holders across a recreated bucket, whose revisions start again at 1.
+func (l *Lease) Epoch() int64 { return l.m.epoch }
 
 // Release stops renewal and deletes the key if this lease still holds it.
 func (l *Lease) Release(ctx context.Context) error {

@@ -166,3 +166,55 @@ func TestLeaseLostWhenKeyReplaced(t *testing.T) {
 		t.Fatalf("Lost()=%v Err()=%v", l.Lost(), l.Err())
 	}
 }
+
+// Issue 9 point 16: on a replicated bucket, workers racing to take a lease whose key was
+// released (its last entry is a delete marker) get ErrHeld when they lose, never the raw
+// "wrong last sequence" error (10164) that would be handled as a failure.
+func TestContentionAfterReleaseIsHeldOnR3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node cluster")
+	}
+	c := bustest.StartCluster(t, 3)
+	var ms []*lease.Manager
+	for i := 0; i < 4; i++ {
+		nc, err := c.Dialer().Connect("lease-r3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, _ := jetstream.New(nc)
+		m, err := lease.Bucket(context.Background(), js, "lease_r3", 10*time.Second, 3, "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms = append(ms, m)
+	}
+	ctx := context.Background()
+	for round := 0; round < 25; round++ {
+		var wg sync.WaitGroup
+		var won []*lease.Lease
+		var mu sync.Mutex
+		for _, m := range ms {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l, err := m.Acquire(ctx, 1, "summarize")
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					won = append(won, l)
+				case !errors.Is(err, lease.ErrHeld):
+					t.Errorf("round %d: losing acquire: %v, want ErrHeld", round, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if len(won) != 1 {
+			t.Fatalf("round %d: %d winners", round, len(won))
+		}
+		if err := won[0].Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -13,7 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/matememory/matememory/pkg/fence"
+	"github.com/matememory/matememory/pkg/promptsafe"
 	"github.com/matememory/matememory/prompts"
 )
 
@@ -91,11 +91,11 @@ func (l *Loader) Render(name, language string, vars map[string]string) (string, 
 }
 
 // Render replaces each {{name}} in t with vars[name], scanning t once; the inserted values
-// are not scanned again, and in them the template's own tags are escaped (fence.Tags), so a
+// are not scanned again, and in them the template's own tags are escaped (promptsafe.Tags), so a
 // value cannot close or open a section such as </transcript>. An unknown placeholder is an
 // error.
 func Render(t string, vars map[string]string) (string, error) {
-	tags := fence.TagNames(t)
+	tags := promptsafe.TagNames(t)
 	var b strings.Builder
 	b.Grow(len(t))
 	for {
@@ -115,7 +115,7 @@ func Render(t string, vars map[string]string) (string, error) {
 			return "", fmt.Errorf("template uses {{%s}} but no value was given", key)
 		}
 		b.WriteString(t[:i])
-		b.WriteString(fence.Tags(v, tags))
+		b.WriteString(promptsafe.Tags(v, tags))
 		t = t[i+2+j+2:]
 	}
 }
@@ -151,7 +151,7 @@ func mateClawVars(vars map[string]string) map[string]string {
 // JSON examples such templates contain) stay as they are.
 func RenderMateClaw(t string, vars map[string]string) string {
 	vars = mateClawVars(vars)
-	tags := fence.TagNames(t)
+	tags := promptsafe.TagNames(t)
 	var b strings.Builder
 	b.Grow(len(t))
 	for {
@@ -169,7 +169,7 @@ func RenderMateClaw(t string, vars map[string]string) string {
 		if j := strings.Index(t[len(open):], close); j >= 0 {
 			key := t[len(open) : len(open)+j]
 			if v, ok := vars[strings.TrimSpace(key)]; ok && isIdent(strings.TrimSpace(key)) {
-				b.WriteString(fence.Tags(v, tags))
+				b.WriteString(promptsafe.Tags(v, tags))
 				t = t[len(open)+j+len(close):]
 				continue
 			}

@@ -34,6 +34,9 @@ func Migrations() []Migration {
 				&MemoryRun{}, &ExtractionWatermark{}, &AppliedEffect{},
 			)
 		}},
+		{Version: 2, Name: "agent fencing values", Up: func(tx *gorm.DB) error {
+			return withTableOptions(tx).Migrator().CreateTable(&AgentFence{})
+		}},
 	}
 }
 

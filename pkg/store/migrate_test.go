@@ -47,7 +47,7 @@ func TestMigrations(t *testing.T) {
 			t.Errorf("%d rows in mate_schema_migration, want one per migration", rows)
 		}
 		for _, m := range []any{&store.WorkspaceFile{}, &store.WorkspaceFileHistory{}, &store.Agent{}, &store.Message{},
-			&store.CronJob{}, &store.MemoryRun{}, &store.ExtractionWatermark{}, &store.AppliedEffect{}} {
+			&store.CronJob{}, &store.MemoryRun{}, &store.ExtractionWatermark{}, &store.AppliedEffect{}, &store.AgentFence{}} {
 			if !db.DB.Migrator().HasTable(m) {
 				t.Errorf("table for %T missing", m)
 			}

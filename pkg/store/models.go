@@ -163,3 +163,22 @@ type AppliedEffect struct {
 
 // TableName implements gorm's Tabler.
 func (AppliedEffect) TableName() string { return "mate_applied_effect" }
+
+// AgentFence is the fencing value of an agent's lease: the token (lease bucket epoch, lease
+// revision) of the last holder that wrote. A write made under the lease checks, in its own
+// transaction, that no newer holder has written (pkg/fence), so a write from a lost lease
+// fails at COMMIT instead of landing after the new holder's.
+type AgentFence struct {
+	AgentID int64 `gorm:"primaryKey;autoIncrement:false"`
+	// Epoch is the lease bucket's creation time (Unix nanoseconds): revisions restart when a
+	// bucket is recreated, and a newer bucket orders after an older one.
+	Epoch    int64 `gorm:"not null;default:0"`
+	Revision int64 `gorm:"not null;default:0"`
+	// Writes counts fenced transactions, so the fencing UPDATE always changes the row (MySQL
+	// reports a row whose values did not change as not affected).
+	Writes     int64     `gorm:"not null;default:0"`
+	UpdateTime time.Time `gorm:"not null"`
+}
+
+// TableName implements gorm's Tabler.
+func (AgentFence) TableName() string { return "mate_agent_fence" }

@@ -16,9 +16,27 @@ import (
 	"gorm.io/gorm/logger"
 )
 
+// Option adjusts Open.
+type Option func(*options)
+
+type options struct {
+	statementTimeout time.Duration
+}
+
+// WithStatementTimeout sets the deadline given to a statement whose context has none
+// (DefaultStatementTimeout otherwise).
+func WithStatementTimeout(d time.Duration) Option {
+	return func(o *options) { o.statementTimeout = d }
+}
+
 // Open connects to the database named by driver ("sqlite" or "mysql") and dsn. For sqlite
-// an empty dsn means <dataDir>/matememory.db. Times are stored in UTC.
-func Open(driver, dsn, dataDir string) (*gorm.DB, error) {
+// an empty dsn means <dataDir>/matememory.db. Times are stored in UTC. Every statement gets
+// a deadline (see Watch) and, on MySQL, the driver's read and write timeouts (MySQLConfig).
+func Open(driver, dsn, dataDir string, opts ...Option) (*gorm.DB, error) {
+	o := options{statementTimeout: DefaultStatementTimeout}
+	for _, fn := range opts {
+		fn(&o)
+	}
 	gcfg := &gorm.Config{
 		Logger:         logger.Discard,
 		NowFunc:        func() time.Time { return time.Now().UTC() },
@@ -41,26 +59,24 @@ func Open(driver, dsn, dataDir string) (*gorm.DB, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := db.Use(NewWatch(o.statementTimeout)); err != nil {
+			return nil, err
+		}
 		// WAL lets readers run beside the one writer; immediate transactions plus a busy
 		// timeout make writers queue instead of failing with SQLITE_BUSY.
 		sqlDB.SetMaxOpenConns(8)
 		return db, nil
 	case "mysql":
-		cfg, err := mysqldrv.ParseDSN(dsn)
+		cfg, err := MySQLConfig(dsn)
 		if err != nil {
-			return nil, fmt.Errorf("parse mysql dsn: %w", err)
-		}
-		cfg.ParseTime = true
-		cfg.Loc = time.UTC
-		if cfg.Params == nil {
-			cfg.Params = map[string]string{}
-		}
-		if _, ok := cfg.Params["charset"]; !ok {
-			cfg.Params["charset"] = "utf8mb4"
+			return nil, err
 		}
 		db, err := gorm.Open(mysql.New(mysql.Config{DSNConfig: cfg}), gcfg)
 		if err != nil {
 			return nil, fmt.Errorf("open mysql %s@%s/%s: %w", cfg.User, cfg.Addr, cfg.DBName, err)
+		}
+		if err := db.Use(NewWatch(o.statementTimeout)); err != nil {
+			return nil, err
 		}
 		sqlDB, err := db.DB()
 		if err != nil {
@@ -72,6 +88,43 @@ func Open(driver, dsn, dataDir string) (*gorm.DB, error) {
 	default:
 		return nil, fmt.Errorf("unknown database driver %q; accepted: sqlite, mysql", driver)
 	}
+}
+
+// Driver timeouts a MySQL DSN gets unless it sets its own: a connection that stops
+// answering (packets dropped, no reset) fails a read or write after these instead of
+// hanging its caller. The read timeout is above the longest wait a statement may have
+// (the migration lock, 60 s).
+const (
+	MySQLDialTimeout  = 10 * time.Second
+	MySQLReadTimeout  = 90 * time.Second
+	MySQLWriteTimeout = 30 * time.Second
+)
+
+// MySQLConfig parses dsn and completes it the way Open connects: parseTime, UTC, utf8mb4,
+// and the driver's dial, read and write timeouts unless the DSN sets them.
+func MySQLConfig(dsn string) (*mysqldrv.Config, error) {
+	cfg, err := mysqldrv.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse mysql dsn: %w", err)
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	if _, ok := cfg.Params["charset"]; !ok {
+		cfg.Params["charset"] = "utf8mb4"
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = MySQLDialTimeout
+	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = MySQLReadTimeout
+	}
+	if cfg.WriteTimeout == 0 {
+		cfg.WriteTimeout = MySQLWriteTimeout
+	}
+	return cfg, nil
 }
 
 func sqliteDSN(dsn string) string {

@@ -17,6 +17,8 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/matememory/matememory/pkg/event"
+	"github.com/matememory/matememory/pkg/fence"
+	"github.com/matememory/matememory/pkg/lease"
 	"github.com/matememory/matememory/pkg/store"
 )
 
@@ -175,6 +177,37 @@ func (s *Service) advance(ctx context.Context, agentID int64, spans []span) erro
 	})
 }
 
+// errStale means a batch's messages were extracted meanwhile: a watermark is no longer
+// where the batch started (another holder of the lease committed an overlapping batch).
+var errStale = errors.New("the messages were extracted meanwhile by another extraction (a watermark moved); nothing written")
+
+// commitTx, in the transaction of an extraction's writes, checks the lease's fencing token
+// and moves each watermark from exactly the batch's start to its end: two batches that
+// overlap can never both commit, whatever their keys.
+func (s *Service) commitTx(tx *gorm.DB, l *lease.Lease, agentID int64, spans []span) error {
+	now := s.d.Now().UTC()
+	if err := fence.Check(tx, agentID, fence.TokenOf(l), now); err != nil {
+		return err
+	}
+	for _, sp := range spans {
+		res := tx.Model(&store.ExtractionWatermark{}).
+			Where("agent_id = ? AND conversation_id = ? AND last_message_id = ?", agentID, sp.Conv, sp.From).
+			Updates(map[string]any{"last_message_id": sp.To, "update_time": now})
+		if res.Error != nil {
+			return fmt.Errorf("advance watermark of %s: %w", sp.Conv, res.Error)
+		}
+		if res.RowsAffected != 1 {
+			return fmt.Errorf("%w: conversation %s is no longer at message #%d", errStale, sp.Conv, sp.From)
+		}
+	}
+	return nil
+}
+
+// commit moves the watermarks of a batch that appends nothing, fenced (see commitTx).
+func (s *Service) commit(ctx context.Context, l *lease.Lease, agentID int64, spans []span) error {
+	return s.d.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return s.commitTx(tx, l, agentID, spans) })
+}
+
 // effectKey names the daily entry of one batch: the same message ranges always give the
 // same key, so an extraction re-run after a crash cannot append them twice.
 func effectKey(agentID int64, spans []span) string {
@@ -187,14 +220,12 @@ func effectKey(agentID int64, spans []span) string {
 	return fmt.Sprintf("summarize:daily:%d:%s", agentID, hex.EncodeToString(sum[:16]))
 }
 
-// Intents. The daily append (with its effect key) and the watermark update are two
-// transactions. Before the append the worker records, under the agent's lease, which spans
-// the entry covers; after the watermarks moved it deletes the record. A worker that takes
-// the lease and finds a record left by a crash checks whether that effect key was applied:
-// if so it moves the watermarks as the crashed worker would have; if not, nothing was
-// written and the record is dropped. Without this, a re-run after a crash between append
-// and watermark update would see more messages (new ones arrived), compute another key,
-// and append the same conversations twice.
+// Intents. Versions before the fenced commit appended the daily entry (with its effect key)
+// and moved the watermarks in two transactions, recording in between, under the lease,
+// which spans the entry covered. The daily append and the watermarks now commit in one
+// transaction and no intent is written; a record left by an older worker that crashed
+// between the two is still completed: if its effect key was applied the watermarks are
+// moved as the crashed worker would have, otherwise nothing was written and it is dropped.
 type intent struct {
 	RunID string `json:"runId"`
 	Key   string `json:"key"`
@@ -203,23 +234,6 @@ type intent struct {
 }
 
 func agentKey(agentID int64) string { return strconv.FormatInt(agentID, 10) }
-
-func (s *Service) putIntent(ctx context.Context, agentID int64, it intent) error {
-	data, err := json.Marshal(it)
-	if err != nil {
-		return err
-	}
-	_, err = s.d.Intents.Put(ctx, agentKey(agentID), data)
-	return err
-}
-
-func (s *Service) deleteIntent(ctx context.Context, agentID int64) {
-	if err := s.d.Intents.Delete(ctx, agentKey(agentID)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		// Harmless: the next extraction finds it, sees the key applied and the watermarks
-		// already moved, and deletes it.
-		s.d.Log.Warn("delete extraction intent", "agent", agentID, "err", err)
-	}
-}
 
 func (s *Service) recoverIntent(ctx context.Context, agentID int64) error {
 	e, err := s.d.Intents.Get(ctx, agentKey(agentID))

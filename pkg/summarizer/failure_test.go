@@ -199,17 +199,17 @@ func TestWorkerCrashMidExtraction(t *testing.T) {
 	})
 }
 
-// A worker that crashed after appending the daily entry but before moving the watermarks
-// (more messages arrived meanwhile): the next extraction completes the interrupted one from
-// its intent, and the entry is not appended again.
-func TestCrashBetweenAppendAndWatermark(t *testing.T) {
+// A worker that crashed just before committing its extraction (more messages arrived
+// meanwhile) wrote nothing: the daily append and the watermarks commit in one transaction,
+// and the next extraction appends each conversation once.
+func TestCrashBeforeCommit(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db storetest.DB) {
 		fake := llmtest.New(t, echoLLM)
 		h := newHarness(t, db, withLLM(fake))
 		h.conversation(5, "c1", "t5-1", 4)
 		svc := h.service("w1")
 		var crashes atomic.Int32
-		svc.hookAfterAppend = func() error {
+		svc.hookBeforeCommit = func() error {
 			if crashes.Add(1) == 1 {
 				// New messages land in the conversation while the worker is "down".
 				h.conversation(5, "c1", "t5-2", 2)

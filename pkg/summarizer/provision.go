@@ -81,12 +81,9 @@ func Provision(ctx context.Context, js jetstream.JetStream, set Settings) (Bucke
 			return nil
 		}
 		var k jetstream.KeyValue
-		k, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		k, err = bus.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
 			Bucket: name, Description: desc, History: 1, Replicas: max(set.Replicas, 1), Storage: jetstream.FileStorage,
 		})
-		if err != nil {
-			err = fmt.Errorf("provision kv bucket %s: %w", name, err)
-		}
 		return k
 	}
 	b.Cooldown = kv(bus.BucketCooldown, "MateMemory: per agent, when its next LLM extraction may start")

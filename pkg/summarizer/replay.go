@@ -54,6 +54,10 @@ func (r ReplayReport) String() string {
 // (the lease is held) or fails transiently.
 const replayRetries = 5
 
+// replayUnavailable bounds the consecutive reads (a second apart) that find NATS not
+// answering before a replay gives up.
+const replayUnavailable = 120
+
 // Replay reads stored events from MATE_EVENTS (an ordered, ephemeral consumer: the workers'
 // durable is not touched) and feeds each through Handle, as a worker would, except that
 // the cooldown does not apply. Effects are idempotent: events already extracted are
@@ -65,13 +69,18 @@ func (s *Service) Replay(ctx context.Context, js jetstream.JetStream, o ReplayOp
 	if out == nil {
 		out = io.Discard
 	}
-	stream, err := js.Stream(ctx, bus.StreamEvents)
+	// A cluster that is still recovering is waited for (bus.Retry), as at provisioning.
+	stream, err := bus.Retry(ctx, "open "+bus.StreamEvents, func(ctx context.Context) (jetstream.Stream, error) {
+		return js.Stream(ctx, bus.StreamEvents)
+	})
 	if err != nil {
-		return rep, fmt.Errorf("open %s: %w", bus.StreamEvents, err)
+		return rep, err
 	}
-	info, err := stream.Info(ctx)
+	info, err := bus.Retry(ctx, "read "+bus.StreamEvents, func(ctx context.Context) (*jetstream.StreamInfo, error) {
+		return stream.Info(ctx)
+	})
 	if err != nil {
-		return rep, fmt.Errorf("read %s: %w", bus.StreamEvents, err)
+		return rep, err
 	}
 	last := info.State.LastSeq
 	if o.ToSeq > 0 && o.ToSeq < last {
@@ -94,14 +103,19 @@ func (s *Service) Replay(ctx context.Context, js jetstream.JetStream, o ReplayOp
 		t := o.Since
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &t
 	}
-	cons, err := stream.OrderedConsumer(ctx, cfg)
+	cons, err := bus.Retry(ctx, "read "+bus.StreamEvents, func(ctx context.Context) (jetstream.Consumer, error) {
+		return stream.OrderedConsumer(ctx, cfg)
+	})
 	if err != nil {
-		return rep, fmt.Errorf("read %s: %w", bus.StreamEvents, err)
+		return rep, err
 	}
+	unavailable := 0
 	for {
-		batch, err := cons.Fetch(50, jetstream.FetchMaxWait(time.Second))
+		batch, err := bus.Retry(ctx, "read "+bus.StreamEvents, func(context.Context) (jetstream.MessageBatch, error) {
+			return cons.Fetch(50, jetstream.FetchMaxWait(time.Second))
+		})
 		if err != nil {
-			return rep, fmt.Errorf("read %s: %w", bus.StreamEvents, err)
+			return rep, err
 		}
 		n := 0
 		done := false
@@ -128,8 +142,20 @@ func (s *Service) Replay(ctx context.Context, js jetstream.JetStream, o ReplayOp
 			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
-			return rep, fmt.Errorf("read %s: %w", bus.StreamEvents, err)
+			if !bus.Unavailable(err) || unavailable >= replayUnavailable {
+				return rep, fmt.Errorf("read %s: %w", bus.StreamEvents, err)
+			}
+			// The ordered consumer resumes after the last message it delivered.
+			unavailable++
+			s.d.Log.Warn("replay: NATS not answering; retrying", "attempt", unavailable, "err", err)
+			select {
+			case <-ctx.Done():
+				return rep, ctx.Err()
+			case <-time.After(time.Second):
+			}
+			continue
 		}
+		unavailable = 0
 		if done || n == 0 || ctx.Err() != nil {
 			return rep, ctx.Err()
 		}

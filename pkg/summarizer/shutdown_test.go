@@ -12,18 +12,18 @@ import (
 	"github.com/matememory/matememory/pkg/store/storetest"
 )
 
-// A worker told to stop (SIGTERM) right after its daily append finishes that extraction's
-// bookkeeping under its lease instead of leaving it half-written for another worker to
-// recover: the watermarks move, the intent is deleted, and the run is recorded as the
-// completed extraction that changed the daily note.
-func TestStopAfterAppendFinishesTheExtraction(t *testing.T) {
+// A worker told to stop (SIGTERM) right before committing an extraction still commits it
+// under its lease instead of throwing the model's answer away: the daily entry is appended,
+// the watermarks move, and the run is recorded as the completed extraction that changed the
+// daily note.
+func TestStopBeforeCommitFinishesTheExtraction(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db storetest.DB) {
 		fake := llmtest.New(t, echoLLM)
 		h := newHarness(t, db, withLLM(fake))
 		h.conversation(6, "c1", "t6-1", 4)
 		svc := h.service("w1")
 		stopping := make(chan *Worker, 1)
-		svc.hookAfterAppend = func() error {
+		svc.hookBeforeCommit = func() error {
 			w := <-stopping
 			w.cancel() // what Stop does first; Stop itself waits for this very call
 			return nil

@@ -26,6 +26,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/event"
+	"github.com/matememory/matememory/pkg/fence"
 	"github.com/matememory/matememory/pkg/guard"
 	"github.com/matememory/matememory/pkg/lease"
 	"github.com/matememory/matememory/pkg/ledger"
@@ -74,6 +75,13 @@ type Settings struct {
 	ManualTimeout time.Duration
 	// DuplicateWindow is the events stream's Nats-Msg-Id deduplication window.
 	DuplicateWindow time.Duration
+	// HandlerTimeout bounds the handling of one delivery: past it the handler's context is
+	// cancelled, so a database or LLM call that hangs gives up, the lease is released and
+	// the delivery is handed back for a retry.
+	HandlerTimeout time.Duration
+	// DBTimeout bounds each database transaction made outside the handler's context (the
+	// commit of an extraction, the ledger row).
+	DBTimeout time.Duration
 }
 
 // SettingsFrom derives Settings from the configuration.
@@ -94,6 +102,8 @@ func SettingsFrom(cfg config.Config) Settings {
 		Concurrency:     4,
 		ManualTimeout:   2*llmTimeout + 30*time.Second,
 		DuplicateWindow: 10 * time.Minute,
+		HandlerTimeout:  3*llmTimeout + time.Minute,
+		DBTimeout:       10 * time.Second,
 	}
 }
 
@@ -122,9 +132,9 @@ type Service struct {
 	// warn logs failed runs (the LLM or the database failing), at a bounded rate.
 	warn *ratelog.Logger
 
-	// hookAfterAppend, set by tests, runs between the daily append and the watermark
-	// update; an error simulates a crash there.
-	hookAfterAppend func() error
+	// hookBeforeCommit, set by tests, runs just before the transaction that appends the
+	// daily entry and moves the watermarks; an error simulates a crash there.
+	hookBeforeCommit func() error
 }
 
 // New builds the service.
@@ -149,6 +159,9 @@ func New(d Deps, set Settings) *Service {
 	}
 	if set.Concurrency <= 0 {
 		set.Concurrency = 1
+	}
+	if set.DBTimeout <= 0 {
+		set.DBTimeout = 10 * time.Second
 	}
 	return &Service{set: set, d: d, warn: ratelog.New(d.Log, failureLogInterval, failureLogBurst)}
 }
@@ -251,12 +264,19 @@ func deferred(kind, reason string, delay time.Duration) Result {
 }
 
 // Handle processes one job and records one ledger row for it.
-func (s *Service) Handle(ctx context.Context, job Job) Result {
+func (s *Service) Handle(parent context.Context, job Job) Result {
 	start := time.Now()
 	run := ledger.Run{RunID: uuid.NewString(), Kind: ledger.KindSummarize, AgentID: job.AgentID,
 		EventID: job.EventID, Attempt: job.Attempt, Conversations: []string{job.ConversationID}}
+	ctx := parent
+	if s.set.HandlerTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(parent, s.set.HandlerTimeout,
+			fmt.Errorf("the delivery's handling exceeded its budget of %s (a stalled database or LLM call?)", s.set.HandlerTimeout))
+		defer cancel()
+	}
 	res := s.handle(ctx, job, &run)
-	if ctx.Err() != nil && res.Retry {
+	if parent.Err() != nil && res.Retry {
 		// Shutting down: let another worker take it now rather than after a backoff.
 		res.Delay = 0
 	}
@@ -273,7 +293,7 @@ func (s *Service) Handle(ctx context.Context, job Job) Result {
 	run.Status, run.Reason = res.Status, res.Reason
 	run.FilesChanged = res.FilesChanged
 	run.LatencyMs = time.Since(start).Milliseconds()
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.set.DBTimeout)
 	defer cancel()
 	if _, err := s.d.Ledger.Record(rctx, run); err != nil {
 		s.d.Log.Error("record summarize run", "agent", job.AgentID, "event", job.EventID, "err", err)
@@ -474,7 +494,7 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, run *led
 		return Result{Status: store.RunCompleted, Covered: true, Reason: "nothing pending (covered meanwhile)"}
 	}
 	if len(b.msgs) == 0 {
-		if err := s.advance(ctx, agentID, b.spans); err != nil {
+		if err := s.commit(ctx, l, agentID, b.spans); err != nil {
 			return s.workErr(ctx, l, job, "advance watermarks", err)
 		}
 		return s.after(ctx, job, last, Result{Status: store.RunSkipped,
@@ -531,7 +551,7 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, run *led
 				expect = old.Version
 			}
 			_, _, err := s.d.Workspace.Write(ctx, agentID, f.name, text, expect,
-				workspace.Change{Actor: store.ActorSummarizer, Ref: run.RunID})
+				workspace.Change{Actor: store.ActorSummarizer, Ref: run.RunID, InTx: fence.InTx(l, agentID)})
 			switch {
 			case errors.Is(err, workspace.ErrConflict):
 				conflict = true
@@ -561,38 +581,36 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, run *led
 	if out.ShouldUpdate {
 		entry = strings.TrimSpace(guard.Redact(out.DailyEntry))
 	}
+	if s.hookBeforeCommit != nil {
+		if err := s.hookBeforeCommit(); err != nil {
+			return s.workErr(ctx, l, job, "before the commit", err)
+		}
+	}
+	// What the model answered is committed even when the worker is stopping, so that a
+	// graceful stop never throws away an LLM call's work. Only a lost lease stops it.
+	ctx, cancel := context.WithTimeout(l.Context(), s.set.DBTimeout)
+	defer cancel()
+	// One transaction appends the daily entry, moves the watermarks from exactly where this
+	// batch started and raises the agent's fencing value to this lease's token: a holder that
+	// lost its lease, or a batch overlapping one applied meanwhile, fails here as a whole.
 	if entry != "" {
 		key := effectKey(agentID, b.spans)
-		if err := s.putIntent(ctx, agentID, intent{RunID: run.RunID, Key: key, Daily: daily, Spans: b.spans}); err != nil {
-			return s.workErr(ctx, l, job, "record extraction intent", err)
-		}
 		_, err := s.d.Workspace.Append(ctx, agentID, daily, entry+"\n", "# "+date+"\n\n",
-			workspace.Change{Actor: store.ActorSummarizer, Ref: run.RunID, EffectKey: key})
+			workspace.Change{Actor: store.ActorSummarizer, Ref: run.RunID, EffectKey: key,
+				InTx: func(tx *gorm.DB) error { return s.commitTx(tx, l, agentID, b.spans) }})
 		switch {
 		case errors.Is(err, workspace.ErrAlreadyApplied):
 			s.d.Log.Info("daily entry already appended for these messages", "agent", agentID, "key", key)
+			if err := s.commit(ctx, l, agentID, b.spans); err != nil {
+				return s.workErr(ctx, l, job, "advance watermarks", err)
+			}
 		case err != nil:
 			return s.workErr(ctx, l, job, "append to "+daily, err)
 		default:
 			files = append(files, daily)
 		}
-	}
-	if s.hookAfterAppend != nil && entry != "" {
-		if err := s.hookAfterAppend(); err != nil {
-			return s.workErr(ctx, l, job, "after the daily append", err)
-		}
-	}
-	// What the model answered is written: finish the bookkeeping even when the worker is
-	// stopping, so that a graceful stop never leaves the extraction half-done (watermarks
-	// behind an appended entry, a stale intent, a "failed" run for work that was done). Only
-	// a lost lease stops it; the intent is then the next lease holder's to recover.
-	ctx, cancel := context.WithTimeout(l.Context(), 10*time.Second)
-	defer cancel()
-	if err := s.advance(ctx, agentID, b.spans); err != nil {
+	} else if err := s.commit(ctx, l, agentID, b.spans); err != nil {
 		return s.workErr(ctx, l, job, "advance watermarks", err)
-	}
-	if entry != "" {
-		s.deleteIntent(ctx, agentID)
 	}
 	if out.Provider == ProviderLLM {
 		s.setCooldown(ctx, agentID, run.RunID)

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/matememory/matememory/pkg/fence"
+	"github.com/matememory/matememory/pkg/promptsafe"
 	"github.com/matememory/matememory/pkg/store"
 )
 
@@ -69,7 +69,7 @@ func Transcript(language string, msgs []store.Message) string {
 		}
 		// Continuation lines are indented: no line of a message starts at the margin where
 		// the labels are, so "\nAssistant: ..." inside a message is not another turn.
-		b.WriteString(label + ": " + fence.Indent(truncateRunes(strings.TrimSpace(m.Content), MaxMessageRunes, l.truncated), "  ") + "\n")
+		b.WriteString(label + ": " + promptsafe.Indent(truncateRunes(strings.TrimSpace(m.Content), MaxMessageRunes, l.truncated), "  ") + "\n")
 	}
 	return strings.TrimRight(b.String(), "\n")
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/matememory/matememory/pkg/bus"
 )
 
 // Bucket is the NATS KV bucket of conversation summaries that every API replica shares.
@@ -100,7 +102,7 @@ func openCache(ctx context.Context, js jetstream.JetStream, bucket string, ttl t
 	if replicas < 1 {
 		replicas = 1
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kv, err := bus.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
 		Bucket: bucket, TTL: ttl, History: 1, Replicas: replicas, Storage: jetstream.FileStorage,
 		Description: "MateMemory conversation summaries for context compaction",
 	})

@@ -29,11 +29,18 @@ type ConflictError struct {
 	Filename string
 	Expected int64
 	Actual   int64
+	// Attempts is set when an unconditional change (AnyVersion) lost the race that many
+	// times in a row.
+	Attempts int
 }
 
 func (e *ConflictError) Error() string {
-	if e.Expected == CreateOnly {
+	switch {
+	case e.Expected == CreateOnly:
 		return fmt.Sprintf("%s already exists (version %d)", e.Filename, e.Actual)
+	case e.Expected == AnyVersion:
+		return fmt.Sprintf("%s is being changed by others continuously: %d attempts in a row lost the race (current version %d); retry later",
+			e.Filename, e.Attempts, e.Actual)
 	}
 	return fmt.Sprintf("%s changed: expected version %d, current version is %d; re-read and retry", e.Filename, e.Expected, e.Actual)
 }

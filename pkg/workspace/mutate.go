@@ -8,13 +8,20 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/cenkalti/backoff/v5"
 	"gorm.io/gorm"
 
 	"github.com/matememory/matememory/pkg/store"
 )
 
-// maxCASRetries bounds the internal retries of an AnyVersion write under contention.
-const maxCASRetries = 50
+// Retries of an AnyVersion change that lost its compare-and-swap: at most maxCASRetries,
+// with a jittered exponential backoff from casRetryInitial up to casRetryMax between them,
+// so that writers contending for one file spread out instead of colliding again at once.
+const (
+	maxCASRetries   = 50
+	casRetryInitial = 2 * time.Millisecond
+	casRetryMax     = 250 * time.Millisecond
+)
 
 // state is what a mutation wants the file to become.
 type state struct {
@@ -41,19 +48,29 @@ func (s *Service) mutate(ctx context.Context, agentID int64, name string, expect
 	if err := s.ensure(ctx, agentID); err != nil {
 		return File{}, false, err
 	}
-	for attempt := 0; ; attempt++ {
+	var wait *backoff.ExponentialBackOff
+	for attempt := 1; ; attempt++ {
 		f, created, err := s.mutateOnce(ctx, agentID, name, expect, ch, fn)
-		if errors.Is(err, errRetry) {
-			if expect == AnyVersion && attempt < maxCASRetries {
-				continue
-			}
-			cur, lerr := s.load(s.db.WithContext(ctx), agentID, name)
-			if lerr != nil {
-				return File{}, false, &ConflictError{Filename: name, Expected: expect}
-			}
-			return File{}, false, &ConflictError{Filename: name, Expected: expect, Actual: cur.Version}
+		if !errors.Is(err, errRetry) {
+			return f, created, err
 		}
-		return f, created, err
+		if expect == AnyVersion && attempt <= maxCASRetries {
+			if wait == nil {
+				wait = backoff.NewExponentialBackOff()
+				wait.InitialInterval, wait.MaxInterval = casRetryInitial, casRetryMax
+			}
+			select {
+			case <-ctx.Done():
+				return File{}, false, ctx.Err()
+			case <-time.After(wait.NextBackOff()):
+			}
+			continue
+		}
+		conflict := &ConflictError{Filename: name, Expected: expect, Attempts: attempt}
+		if cur, lerr := s.load(s.db.WithContext(ctx), agentID, name); lerr == nil {
+			conflict.Actual = cur.Version
+		}
+		return File{}, false, conflict
 	}
 }
 
@@ -61,6 +78,11 @@ func (s *Service) mutateOnce(ctx context.Context, agentID int64, name string, ex
 	var out File
 	var created bool
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if ch.InTx != nil {
+			if err := ch.InTx(tx); err != nil {
+				return err
+			}
+		}
 		cur, err := s.load(tx, agentID, name)
 		exists := err == nil
 		if err != nil && !errors.Is(err, ErrNotFound) {

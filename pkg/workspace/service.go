@@ -14,7 +14,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/matememory/matememory/pkg/fence"
+	"github.com/matememory/matememory/pkg/promptsafe"
 	"github.com/matememory/matememory/pkg/store"
 )
 
@@ -37,6 +37,10 @@ type Change struct {
 	// EffectKey, when set, makes the change happen at most once: a second change with the
 	// same key returns ErrAlreadyApplied and writes nothing.
 	EffectKey string
+	// InTx, when set, runs first in the change's transaction; an error from it aborts the
+	// change and is returned. Workers use it to fence the write against a lost lease and to
+	// commit their bookkeeping (watermarks) atomically with it.
+	InTx func(tx *gorm.DB) error
 }
 
 // File is a workspace file.
@@ -390,7 +394,7 @@ func (s *Service) SystemPrompt(ctx context.Context, agentID int64) (string, erro
 		b.WriteString(" ---\n")
 		// A content line that looks like a "--- NAME ---" header is escaped, so a file
 		// cannot forge another file's block.
-		b.WriteString(fence.EscapeLines(content, fence.FileDelimiter))
+		b.WriteString(promptsafe.EscapeLines(content, promptsafe.FileDelimiter))
 	}
 	return b.String(), nil
 }

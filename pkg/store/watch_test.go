@@ -1,0 +1,67 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/matememory/matememory/pkg/store"
+	"github.com/matememory/matememory/pkg/store/storetest"
+)
+
+func TestMySQLConfigSetsDriverTimeouts(t *testing.T) {
+	cfg, err := store.MySQLConfig("u:p@tcp(db:3306)/mate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Timeout != store.MySQLDialTimeout || cfg.ReadTimeout != store.MySQLReadTimeout || cfg.WriteTimeout != store.MySQLWriteTimeout {
+		t.Fatalf("timeouts: dial %s read %s write %s", cfg.Timeout, cfg.ReadTimeout, cfg.WriteTimeout)
+	}
+	cfg, err = store.MySQLConfig("u:p@tcp(db:3306)/mate?readTimeout=5s&writeTimeout=6s&timeout=7s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ReadTimeout != 5*time.Second || cfg.WriteTimeout != 6*time.Second || cfg.Timeout != 7*time.Second {
+		t.Fatalf("the DSN's own timeouts were replaced: %+v", cfg)
+	}
+}
+
+// Issue 9 point 14: a connection that stops answering (no reset) fails a statement at its
+// deadline, even one made without a context deadline, and the watch reports the stall
+// while it lasts.
+func TestStalledConnectionFailsAtTheDeadline(t *testing.T) {
+	db, ok := storetest.MySQL(t)
+	if !ok {
+		t.Skip("MATE_TEST_MYSQL_DSN not set")
+	}
+	gdb, proxy := storetest.Via(t, db, store.WithStatementTimeout(time.Second))
+	if err := gdb.Exec("SELECT 1").Error; err != nil {
+		t.Fatal(err)
+	}
+	proxy.Freeze()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		var n int64
+		done <- gdb.WithContext(context.Background()).Model(&store.Agent{}).Count(&n).Error
+	}()
+	time.Sleep(400 * time.Millisecond)
+	if err := store.WatchOf(gdb).Stalled(200 * time.Millisecond); err == nil {
+		t.Error("the watch does not report the statement stuck on the frozen connection")
+	}
+	select {
+	case err := <-done:
+		if err == nil || time.Since(start) > 3*time.Second {
+			t.Fatalf("statement on a frozen connection: %v after %s", err, time.Since(start))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a statement on a frozen connection is still waiting after 10s")
+	}
+	proxy.Thaw()
+	if err := store.WatchOf(gdb).Stalled(200 * time.Millisecond); err != nil {
+		t.Errorf("stall still reported after the statement failed: %v", err)
+	}
+	if err := gdb.Exec("SELECT 1").Error; err != nil {
+		t.Fatalf("after the thaw: %v", err)
+	}
+}
