@@ -96,8 +96,11 @@ func TestPublishCompletion(t *testing.T) {
 		t.Fatalf("retry ack = %+v, want a duplicate of %+v", again, ack)
 	}
 
-	bad := &event.ConversationCompletedEvent{AgentID: 1, ConversationID: "c-pub", TriggerSource: "pigeon"}
-	if _, err := c.PublishCompletion(ctx(t), bad); !client.IsBadRequest(err) || !strings.Contains(err.Error(), "triggerSource") {
+	// Any trigger source is accepted (issue 10.5); a message whose tool calls are not an
+	// OpenAI tool_calls array is not.
+	bad := &event.ConversationCompletedEvent{AgentID: 1, ConversationID: "c-pub", TriggerSource: "pigeon",
+		Messages: []event.Message{{Role: "assistant", ToolCalls: []byte(`"call"`)}}}
+	if _, err := c.PublishCompletion(ctx(t), bad); !client.IsBadRequest(err) || !strings.Contains(err.Error(), "toolCalls") {
 		t.Fatalf("invalid event: err = %v", err)
 	}
 	other := &event.ConversationCompletedEvent{AgentID: 2, ConversationID: "c", TriggerSource: event.TriggerWeb}

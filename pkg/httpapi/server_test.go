@@ -135,7 +135,7 @@ func TestEnvelopeAndErrors(t *testing.T) {
 		{"/api/v1/agents/1/thing?fail=panic", "k1", 500, "internal error"},
 		{"/api/v1/agents/1/thing?fail=created", "k1", 201, ""},
 		{"/api/v1/agents/2/thing", "k1", 403, "may not act for agent 2"},
-		{"/api/v1/agents/2/thing", "adm", 200, ""},
+		{"/api/v1/agents/2/thing", "adm", 403, "may not act for agent 2"},
 		{"/api/v1/agents/0/thing", "k1", 400, "positive integer"},
 		{"/api/v1/agents/1/thing", "", 401, "missing API key"},
 		{"/api/v1/agents/1/thing", "nope", 401, "invalid API key"},

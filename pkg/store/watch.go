@@ -32,6 +32,7 @@ type Watch struct {
 const (
 	watchID     = "matememory:watch_id"
 	watchCancel = "matememory:watch_cancel"
+	watchParent = "matememory:watch_parent"
 )
 
 // NewWatch returns a watch giving statements without a deadline timeout (<= 0: none; they
@@ -92,6 +93,10 @@ func (w *Watch) before(db *gorm.DB, deadline bool) {
 		ctx = context.Background()
 	}
 	if _, ok := ctx.Deadline(); deadline && !ok && w.timeout > 0 {
+		// The statement's own context comes back in after: gorm reuses the Statement for
+		// the next statement of a session (CreateInBatches, a transaction), which must
+		// not inherit this one's canceled deadline.
+		db.InstanceSet(watchParent, db.Statement.Context)
 		ctx, cancel := context.WithTimeout(ctx, w.timeout)
 		db.Statement.Context = ctx
 		db.InstanceSet(watchCancel, cancel)
@@ -101,6 +106,11 @@ func (w *Watch) before(db *gorm.DB, deadline bool) {
 func (w *Watch) after(db *gorm.DB) {
 	if v, ok := db.InstanceGet(watchCancel); ok {
 		v.(context.CancelFunc)()
+		db.InstanceSet(watchCancel, context.CancelFunc(func() {}))
+		if p, ok := db.InstanceGet(watchParent); ok {
+			parent, _ := p.(context.Context)
+			db.Statement.Context = parent
+		}
 	}
 	if v, ok := db.InstanceGet(watchID); ok {
 		w.mu.Lock()
