@@ -34,6 +34,9 @@ type span struct {
 	Conv string `json:"c"`
 	From int64  `json:"f"`
 	To   int64  `json:"t"`
+	// Redo marks a forced re-extraction of a range already extracted: its watermark stays
+	// where it is (at or past To) instead of moving from From.
+	Redo bool `json:"r,omitempty"`
 }
 
 // batch is what one extraction covers.
@@ -190,6 +193,19 @@ func (s *Service) commitTx(tx *gorm.DB, l *lease.Lease, agentID int64, spans []s
 		return err
 	}
 	for _, sp := range spans {
+		if sp.Redo {
+			// A forced re-extraction moves nothing; the range must still be extracted.
+			var n int64
+			if err := tx.Model(&store.ExtractionWatermark{}).
+				Where("agent_id = ? AND conversation_id = ? AND last_message_id >= ?", agentID, sp.Conv, sp.To).
+				Count(&n).Error; err != nil {
+				return fmt.Errorf("check watermark of %s: %w", sp.Conv, err)
+			}
+			if n != 1 {
+				return fmt.Errorf("%w: conversation %s is not extracted up to message #%d", errStale, sp.Conv, sp.To)
+			}
+			continue
+		}
 		res := tx.Model(&store.ExtractionWatermark{}).
 			Where("agent_id = ? AND conversation_id = ? AND last_message_id = ?", agentID, sp.Conv, sp.From).
 			Updates(map[string]any{"last_message_id": sp.To, "update_time": now})

@@ -60,6 +60,6 @@ func (s *Service) forcedBatch(ctx context.Context, agentID int64, conv string, l
 	for i := len(picked) - 1; i >= 0; i-- {
 		b.msgs = append(b.msgs, picked[i])
 	}
-	b.spans = []span{{Conv: conv, From: from, To: last}}
+	b.spans = []span{{Conv: conv, From: from, To: last, Redo: true}}
 	return b, nil
 }

@@ -82,7 +82,7 @@ func TestPublishEndpoint(t *testing.T) {
 	bad := []struct{ name, body, msg string }{
 		{"agent", strings.Replace(validEvent, `"agentId":1`, `"agentId":0`, 1), "agentId must be a positive number"},
 		{"conversation", strings.Replace(validEvent, `"conversationId":"c1"`, `"conversationId":" "`, 1), "conversationId is empty"},
-		{"trigger", strings.Replace(validEvent, `"web"`, `"fax"`, 1), `triggerSource "fax" is not supported; accepted: web, channel, cron, api`},
+		{"tool calls", strings.Replace(validEvent, `"web"`, `"web","messages":[{"role":"assistant","toolCalls":{"id":"c1"}}]`, 1), `messages[0]: toolCalls must be a JSON array of OpenAI tool calls`},
 		{"count", strings.Replace(validEvent, `"messageCount":4`, `"messageCount":-1`, 1), "messageCount must be 0 or more"},
 		{"role", strings.Replace(validEvent, `"web"`, `"web","messages":[{"role":"robot","content":"x"}]`, 1), `messages[0]: role "robot"`},
 		{"unknown field", strings.Replace(validEvent, `"web"`, `"web","agent":1`, 1), "unknown field"},

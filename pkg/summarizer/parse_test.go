@@ -80,10 +80,10 @@ func TestTranscript(t *testing.T) {
 }
 
 func TestEffectKeyDependsOnlyOnRanges(t *testing.T) {
-	a := effectKey(1, []span{{"c1", 0, 10}, {"c2", 4, 9}})
-	b := effectKey(1, []span{{"c2", 4, 9}, {"c1", 0, 10}})
-	c := effectKey(1, []span{{"c1", 0, 11}, {"c2", 4, 9}})
-	d := effectKey(2, []span{{"c1", 0, 10}, {"c2", 4, 9}})
+	a := effectKey(1, []span{{Conv: "c1", From: 0, To: 10}, {Conv: "c2", From: 4, To: 9}})
+	b := effectKey(1, []span{{Conv: "c2", From: 4, To: 9}, {Conv: "c1", From: 0, To: 10}})
+	c := effectKey(1, []span{{Conv: "c1", From: 0, To: 11}, {Conv: "c2", From: 4, To: 9}})
+	d := effectKey(2, []span{{Conv: "c1", From: 0, To: 10}, {Conv: "c2", From: 4, To: 9}})
 	if a != b || a == c || a == d || len(a) > 191 {
 		t.Fatalf("keys %s %s %s %s", a, b, c, d)
 	}
