@@ -43,6 +43,9 @@ func (s *Service) mutate(ctx context.Context, agentID int64, name string, expect
 	}
 	for attempt := 0; ; attempt++ {
 		f, created, err := s.mutateOnce(ctx, agentID, name, expect, ch, fn)
+		if err == nil {
+			s.notifyChanged(ctx, agentID, name, f.Version)
+		}
 		if errors.Is(err, errRetry) {
 			if expect == AnyVersion && attempt < maxCASRetries {
 				continue
