@@ -3,6 +3,8 @@ package recall_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -254,3 +256,5 @@ func TestCacheFollowsGenerationAndBudget(t *testing.T) {
 		t.Fatalf("LRU must keep some but not all agents within the budget, keeps %d", n)
 	}
 }
+
+func slogDiscard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
