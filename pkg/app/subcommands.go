@@ -16,6 +16,8 @@ func subcommand(ctx context.Context, cfg config.Config, log *slog.Logger, args [
 		return mcpStdio(ctx, cfg, log, args[1:], os.Stdin, os.Stdout, os.Stderr), true
 	case "replay":
 		return replay(ctx, cfg, log, args[1:], os.Stdout, os.Stderr), true
+	case "reindex":
+		return reindex(ctx, cfg, log, args[1:], os.Stdout, os.Stderr), true
 	}
 	return 0, false
 }
