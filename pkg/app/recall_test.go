@@ -98,7 +98,7 @@ func TestRecallDoneWhen(t *testing.T) {
 			t.Fatalf("context: %d %s", r.status, r.Msg)
 		}
 		var win struct {
-			Messages []struct{ Role, Content string } `json:"messages"`
+			Messages []struct{ Role, Content string }    `json:"messages"`
 			Tokens   struct{ Total, Budget, Recall int } `json:"tokens"`
 			Recall   struct{ Included int }              `json:"recall"`
 		}

@@ -45,7 +45,9 @@ func New(t Caller, agentID int64, language string, log *slog.Logger) *mcp.Server
 			Instructions: instructions(language, agentID),
 		})
 	defs := tool.Definitions(language)
-	if d, ok := t.(interface{ Definitions(string) []tool.Definition }); ok {
+	if d, ok := t.(interface {
+		Definitions(string) []tool.Definition
+	}); ok {
 		defs = d.Definitions(language) // the recall tools too, when enabled
 	}
 	for _, d := range defs {
