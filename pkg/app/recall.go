@@ -20,7 +20,7 @@ import (
 func recallSettings(c config.Config) recall.Settings {
 	s := c.Mate.Memory.Search
 	return recall.Settings{ChunkTokens: s.ChunkTokens, OverlapTokens: s.OverlapTokens,
-		VectorWeight: s.VectorWeight, TextWeight: s.TextWeight, HalfLifeDays: s.HalfLifeDays,
+		VectorWeight: s.VectorWeight, TextWeight: s.TextWeight, HalfLifeDays: s.HalfLifeDays, DecayFloor: s.DecayFloor,
 		MMRLambda: s.MMRLambda, MinScore: s.MinScore, MaxResults: s.MaxResults, MaxQueryBytes: s.MaxQueryBytes,
 		CacheBytes: int64(s.CacheMB * (1 << 20)), ReconcileInterval: config.Seconds(s.ReconcileSeconds)}
 }

@@ -138,9 +138,11 @@ type Search struct {
 	TextWeight   float64 `yaml:"text-weight"`
 	// HalfLifeDays halves a dated note's score every so many days; negative = no decay.
 	HalfLifeDays float64 `yaml:"half-life-days"`
-	MMRLambda    float64 `yaml:"mmr-lambda"`
-	MinScore     float64 `yaml:"min-score"`
-	MaxResults   int     `yaml:"max-results"`
+	// DecayFloor is the least factor decay applies, however old the note.
+	DecayFloor float64 `yaml:"decay-floor"`
+	MMRLambda  float64 `yaml:"mmr-lambda"`
+	MinScore   float64 `yaml:"min-score"`
+	MaxResults int     `yaml:"max-results"`
 	// MaxQueryBytes bounds a query (longer: 400).
 	MaxQueryBytes int `yaml:"max-query-bytes"`
 	// CacheMB bounds each API process's cache of agents' chunks and vectors (LRU).
@@ -234,7 +236,7 @@ func Default() Config {
 			MaxFileBytes:            1 << 20,
 			LeaseTTLSeconds:         30,
 			Search: Search{Enabled: true, ChunkTokens: 400, OverlapTokens: 60, VectorWeight: 0.7, TextWeight: 0.3,
-				HalfLifeDays: 30, MMRLambda: 0.7, MinScore: 0.1, MaxResults: 50, MaxQueryBytes: 2000,
+				HalfLifeDays: 30, DecayFloor: 0.8, MMRLambda: 0.9, MinScore: 0.1, MaxResults: 50, MaxQueryBytes: 2000,
 				CacheMB: 256, ReconcileSeconds: 30},
 		},
 		Embedding: Embedding{Model: "text-embedding-3-small", TimeoutSeconds: 30},

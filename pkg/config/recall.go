@@ -27,6 +27,9 @@ func validateRecall(m Mate, bad func(key, format string, args ...any)) {
 	if s.VectorWeight < 0 || s.TextWeight < 0 || s.VectorWeight+s.TextWeight == 0 {
 		bad("mate.memory.search.vector-weight", "%v and text-weight %v; accepted: weights of 0 or more, not both 0", s.VectorWeight, s.TextWeight)
 	}
+	if s.DecayFloor <= 0 || s.DecayFloor > 1 {
+		bad("mate.memory.search.decay-floor", "%v; accepted: more than 0 up to 1 (1 = no decay)", s.DecayFloor)
+	}
 	if s.MMRLambda <= 0 || s.MMRLambda > 1 {
 		bad("mate.memory.search.mmr-lambda", "%v; accepted: more than 0 up to 1 (1 = no diversity)", s.MMRLambda)
 	}

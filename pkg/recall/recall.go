@@ -19,9 +19,16 @@ type Settings struct {
 	VectorWeight, TextWeight float64
 	// HalfLifeDays halves the score of a dated note every so many days (negative = no decay).
 	HalfLifeDays float64
+	// DecayFloor is the least a dated note's score is multiplied by, however old (0–1):
+	// decay orders notes of similar relevance by age; it must not bury an exact match in an
+	// old note under vague recent ones.
+	DecayFloor float64
 	// MMRLambda trades relevance (1) against diversity (0).
 	MMRLambda float64
-	// MinScore drops hits scoring below it.
+	// ExactBoost is added to the score of a chunk containing the query's identifiers
+	// verbatim (scaled by the share found); negative = off.
+	ExactBoost float64
+	// MinScore drops hits whose relevance (before decay) is below it.
 	MinScore float64
 	// DefaultResults and MaxResults bound maxResults.
 	DefaultResults, MaxResults int
@@ -38,7 +45,7 @@ type Settings struct {
 // Defaults are the documented defaults.
 func Defaults() Settings {
 	return Settings{ChunkTokens: 400, OverlapTokens: 60, VectorWeight: 0.7, TextWeight: 0.3,
-		HalfLifeDays: 30, MMRLambda: 0.7, MinScore: 0.1, DefaultResults: 6, MaxResults: 50,
+		HalfLifeDays: 30, DecayFloor: 0.8, MMRLambda: 0.9, ExactBoost: 0.5, MinScore: 0.1, DefaultResults: 6, MaxResults: 50,
 		MaxQueryBytes: 2000, CacheBytes: 256 << 20, ReconcileInterval: 30 * time.Second, SnippetBytes: 700}
 }
 
@@ -55,6 +62,12 @@ func (s Settings) withDefaults() Settings {
 	}
 	if s.HalfLifeDays == 0 {
 		s.HalfLifeDays = d.HalfLifeDays
+	}
+	if s.ExactBoost == 0 {
+		s.ExactBoost = d.ExactBoost
+	}
+	if s.DecayFloor <= 0 || s.DecayFloor > 1 {
+		s.DecayFloor = d.DecayFloor
 	}
 	if s.MMRLambda <= 0 || s.MMRLambda > 1 {
 		s.MMRLambda = d.MMRLambda

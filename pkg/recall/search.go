@@ -47,6 +47,9 @@ type Hit struct {
 	Lexical float64 `json:"lexical"`
 	Vector  float64 `json:"vector"`
 	Decay   float64 `json:"decay"`
+	// Exact is the share of the query's identifiers (tokens with digits, '-', '.', '_', '@'
+	// or '/', such as ORD-2026-0042 or db-prod-03.corp) found verbatim in the chunk.
+	Exact float64 `json:"exact,omitempty"`
 }
 
 // Modes of a result.
@@ -76,6 +79,7 @@ type cachedChunk struct {
 	startLine, end int
 	heading, text  string
 	fileVersion    int64
+	hash           string
 	date           time.Time
 	dated          bool
 	vec            []float32
@@ -183,6 +187,7 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 	type cand struct {
 		c               *cachedChunk
 		lex, vec, decay float64
+		exact           float64
 		score           float64
 	}
 	var cands []cand
@@ -211,8 +216,17 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 		cands = append(cands, cand{c: c, lex: l, vec: v})
 	}
 	wv, wt := s.set.VectorWeight, s.set.TextWeight
+	idents := identifiers(q.Text)
 	for k := range cands {
 		cd := &cands[k]
+		if len(idents) > 0 && cd.lex > 0 {
+			low := strings.ToLower(cd.c.text)
+			for _, id := range idents {
+				if strings.Contains(low, id) {
+					cd.exact += 1 / float64(len(idents))
+				}
+			}
+		}
 		if maxLex > 0 {
 			cd.lex /= maxLex
 		}
@@ -223,18 +237,24 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 		default:
 			cd.score = (wv*cd.vec + wt*cd.lex) / (wv + wt)
 		}
+		// An identifier the user typed, found verbatim, outranks chunks that merely share
+		// its parts (stage, corp, 22) or resemble it semantically.
+		if s.set.ExactBoost > 0 {
+			cd.score += s.set.ExactBoost * cd.exact
+		}
 		cd.decay = 1
 		if cd.c.dated && s.set.HalfLifeDays > 0 {
 			age := s.now().Sub(cd.c.date).Hours() / 24
 			if age > 0 {
-				cd.decay = math.Pow(0.5, age/s.set.HalfLifeDays)
+				f := s.set.DecayFloor
+				cd.decay = f + (1-f)*math.Pow(0.5, age/s.set.HalfLifeDays)
 			}
 		}
-		cd.score *= cd.decay
 	}
 	kept := cands[:0]
 	for _, cd := range cands {
 		if cd.score >= s.set.MinScore {
+			cd.score *= cd.decay
 			kept = append(kept, cd)
 		}
 	}
@@ -277,7 +297,8 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 	taken := make([]bool, len(cands))
 	var order []int
 	lambda := s.set.MMRLambda
-	for len(order) < q.MaxResults && len(order) < len(cands) {
+	dup := map[string]bool{}
+	for len(order) < q.MaxResults {
 		best, bestVal := -1, math.Inf(-1)
 		for k := range cands {
 			if taken[k] {
@@ -287,12 +308,20 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 			for _, j := range order {
 				maxSim = math.Max(maxSim, sim(k, j))
 			}
+			if dup[cands[k].c.hash] {
+				taken[k] = true // the same text as a hit already taken (copied between files)
+				continue
+			}
 			val := lambda*cands[k].score - (1-lambda)*maxSim
 			if val > bestVal {
 				best, bestVal = k, val
 			}
 		}
+		if best < 0 {
+			break
+		}
 		taken[best] = true
+		dup[cands[best].c.hash] = true
 		order = append(order, best)
 	}
 	for _, k := range order {
@@ -300,9 +329,25 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 		res.Hits = append(res.Hits, Hit{Filename: cd.c.filename, StartLine: cd.c.startLine, EndLine: cd.c.end,
 			Heading: cd.c.heading, Snippet: snippet(cd.c.text, s.set.SnippetBytes), Date: cd.c.date.Format(time.DateOnly),
 			Dated: cd.c.dated, FileVersion: cd.c.fileVersion, Score: round(cd.score), Lexical: round(cd.lex),
-			Vector: round(cd.vec), Decay: round(cd.decay)})
+			Vector: round(cd.vec), Decay: round(cd.decay), Exact: round(cd.exact)})
 	}
 	return res, nil
+}
+
+// identifiers are the query's tokens that look like identifiers (order numbers, host
+// names, e-mail addresses, paths, versions), lower-cased.
+func identifiers(q string) []string {
+	var out []string
+	for _, f := range strings.Fields(strings.ToLower(q)) {
+		f = strings.Trim(f, ",;:!?()[]{}\"'“”‘’，。；：！？（）")
+		if utf8.RuneCountInString(f) < 4 {
+			continue
+		}
+		if strings.ContainsAny(f, "0123456789-._@/") {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func round(x float64) float64 { return math.Round(x*1e4) / 1e4 }
@@ -436,8 +481,8 @@ func (s *Searcher) build(ctx context.Context, agentID, gen int64) (*snapshot, er
 	for k, r := range rows {
 		docs[k] = lexical.SplitTerms(r.Terms)
 		snap.chunks[k] = cachedChunk{filename: r.Filename, startLine: r.StartLine, end: r.EndLine, heading: r.Heading,
-			text: r.Text, fileVersion: r.FileVersion, date: r.NoteDate.UTC(), dated: r.Dated, vec: vecs[r.Hash], ix: k}
-		snap.bytes += int64(len(r.Filename) + len(r.Heading) + len(r.Text) + 4*len(vecs[r.Hash]) + 160)
+			text: r.Text, fileVersion: r.FileVersion, hash: r.Hash, date: r.NoteDate.UTC(), dated: r.Dated, vec: vecs[r.Hash], ix: k}
+		snap.bytes += int64(len(r.Filename) + len(r.Heading) + len(r.Text) + 4*len(vecs[r.Hash]) + 64 + 160)
 	}
 	snap.bm25 = lexical.NewIndex(docs)
 	snap.bytes += int64(snap.bm25.Bytes())

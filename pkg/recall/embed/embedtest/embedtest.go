@@ -7,6 +7,7 @@ package embedtest
 import (
 	"encoding/json"
 	"hash/fnv"
+	"math"
 	"net/http"
 	"net/http/httptest"
 
@@ -51,7 +52,16 @@ func (s *Server) Vector(text string) []float32 { return Vector(s.an, text, s.Dim
 // Vector feature-hashes the analysed terms of text into dims dimensions.
 func Vector(an *lexical.Analyzer, text string, dims int) []float32 {
 	v := make([]float32, dims)
+	tf := map[string]float64{}
 	for _, t := range an.Terms(text) {
+		// Single CJK characters (the analyser's unigrams) are shared by most Chinese text:
+		// noise for a vector, so only the bigrams count here.
+		if r := []rune(t); len(r) == 1 && r[0] >= 0x2E80 {
+			continue
+		}
+		tf[t]++
+	}
+	for t, n := range tf {
 		h := fnv.New64a()
 		h.Write([]byte(t))
 		x := h.Sum64()
@@ -59,7 +69,7 @@ func Vector(an *lexical.Analyzer, text string, dims int) []float32 {
 		if x>>63 == 1 {
 			sign = -1
 		}
-		v[x%uint64(dims)] += sign
+		v[x%uint64(dims)] += sign * float32(1+math.Log(n)) // sublinear term frequency
 	}
 	return embed.Normalize(v)
 }
