@@ -41,7 +41,7 @@ func Main(defaultTarget string) int {
 			if code, handled := subcommand(ctx, cfg, log, args); handled {
 				return code
 			}
-			fmt.Fprintf(os.Stderr, "unknown command %q; accepted: migrate [status], replay, reindex, mcp-stdio\n", args[0])
+			fmt.Fprintf(os.Stderr, "unknown command %q; accepted: migrate [status], replay, reindex, eval, mcp-stdio\n", args[0])
 			return 2
 		}
 	}

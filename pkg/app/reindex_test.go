@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/matememory/matememory/pkg/config"
+	"github.com/matememory/matememory/pkg/recall/embed/embedtest"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/workspace"
 )
@@ -45,5 +46,24 @@ func TestReindexBackfillsIdempotently(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "5 files: 0 indexed, 0 removed, 0 embeddings completed, 5 unchanged") {
 		t.Fatalf("second run must change nothing:\n%s", out.String())
+	}
+}
+
+// eval runs the built-in set against an OpenAI-compatible embeddings endpoint.
+func TestEvalSubcommandAgainstAnEndpoint(t *testing.T) {
+	srv := embedtest.New(t, 256)
+	cfg := config.Default()
+	cfg.Mate.Embedding.BaseURL, cfg.Mate.Embedding.Model = srv.URL, "hash-test"
+	var out, errOut bytes.Buffer
+	if code := evalRecall(context.Background(), cfg, slog.New(slog.DiscardHandler), nil, &out, &errOut); code != 0 {
+		t.Fatalf("eval exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{"indexed 172 files", "| hybrid 0.7/0.3 + boost + decay + MMR | 234 |", "| lexical (BM25 only) | 234 |"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("eval output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if srv.Texts.Load() < 172 {
+		t.Errorf("the endpoint embedded %d texts; the set has 172 files", srv.Texts.Load())
 	}
 }

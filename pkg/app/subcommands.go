@@ -18,6 +18,8 @@ func subcommand(ctx context.Context, cfg config.Config, log *slog.Logger, args [
 		return replay(ctx, cfg, log, args[1:], os.Stdout, os.Stderr), true
 	case "reindex":
 		return reindex(ctx, cfg, log, args[1:], os.Stdout, os.Stderr), true
+	case "eval":
+		return evalRecall(ctx, cfg, log, args[1:], os.Stdout, os.Stderr), true
 	}
 	return 0, false
 }
