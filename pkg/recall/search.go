@@ -190,7 +190,8 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 		exact           float64
 		score           float64
 	}
-	var cands []cand
+	wv, wt := s.set.VectorWeight, s.set.TextWeight
+	cands := make([]cand, 0, 256)
 	maxLex := 0.0
 	for k := range ai.chunks {
 		c := &ai.chunks[k]
@@ -209,26 +210,29 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 		if qvec != nil && len(c.vec) == len(qvec) {
 			v = math.Max(0, float64(embed.Dot(qvec, c.vec)))
 		}
-		if l == 0 && v == 0 {
+		// Without a lexical match a chunk scores at most its weighted cosine: skip it early
+		// when that cannot reach the minimum score.
+		if l == 0 && (v == 0 || v*wv/(wv+wt) < s.set.MinScore) {
 			continue
 		}
 		maxLex = math.Max(maxLex, l)
 		cands = append(cands, cand{c: c, lex: l, vec: v})
 	}
-	wv, wt := s.set.VectorWeight, s.set.TextWeight
 	idents := identifiers(q.Text)
 	for k := range cands {
 		cd := &cands[k]
-		if len(idents) > 0 && cd.lex > 0 {
+		if maxLex > 0 {
+			cd.lex /= maxLex
+		}
+		// A chunk containing an identifier verbatim contains all its parts, so it scores
+		// high lexically: only those are scanned.
+		if len(idents) > 0 && cd.lex >= 0.3 {
 			low := strings.ToLower(cd.c.text)
 			for _, id := range idents {
 				if strings.Contains(low, id) {
 					cd.exact += 1 / float64(len(idents))
 				}
 			}
-		}
-		if maxLex > 0 {
-			cd.lex /= maxLex
 		}
 		switch {
 		case qvec == nil || cd.c.vec == nil:
@@ -242,21 +246,22 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 		if s.set.ExactBoost > 0 {
 			cd.score += s.set.ExactBoost * cd.exact
 		}
+	}
+	now := s.now()
+	kept := cands[:0]
+	for _, cd := range cands {
+		if cd.score < s.set.MinScore {
+			continue
+		}
 		cd.decay = 1
 		if cd.c.dated && s.set.HalfLifeDays > 0 {
-			age := s.now().Sub(cd.c.date).Hours() / 24
-			if age > 0 {
+			if age := now.Sub(cd.c.date).Hours() / 24; age > 0 {
 				f := s.set.DecayFloor
 				cd.decay = f + (1-f)*math.Pow(0.5, age/s.set.HalfLifeDays)
 			}
 		}
-	}
-	kept := cands[:0]
-	for _, cd := range cands {
-		if cd.score >= s.set.MinScore {
-			cd.score *= cd.decay
-			kept = append(kept, cd)
-		}
+		cd.score *= cd.decay
+		kept = append(kept, cd)
 	}
 	cands = kept
 	sort.Slice(cands, func(a, b int) bool {

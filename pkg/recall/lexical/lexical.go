@@ -144,10 +144,10 @@ func (ix *Index) Bytes() int {
 	return n
 }
 
-// Score returns BM25 scores of every document matching at least one query term
-// (document number → score). Repeated query terms count once.
-func (ix *Index) Score(query []string) map[int]float64 {
-	out := map[int]float64{}
+// Score returns the BM25 score of every document (indexed by document number; 0 = no
+// query term). Repeated query terms count once.
+func (ix *Index) Score(query []string) []float64 {
+	out := make([]float64, len(ix.docLen))
 	n := float64(len(ix.docLen))
 	seen := map[string]bool{}
 	for _, q := range query {
@@ -164,7 +164,7 @@ func (ix *Index) Score(query []string) map[int]float64 {
 		for _, p := range ps {
 			tf := float64(p.tf)
 			dl := float64(ix.docLen[p.doc])
-			out[int(p.doc)] += idf * tf * (k1 + 1) / (tf + k1*(1-b+b*dl/ix.avgLen))
+			out[p.doc] += idf * tf * (k1 + 1) / (tf + k1*(1-b+b*dl/ix.avgLen))
 		}
 	}
 	return out
