@@ -33,6 +33,7 @@ import (
 	"github.com/matememory/matememory/pkg/httpapi"
 	"github.com/matememory/matememory/pkg/llmhealth"
 	"github.com/matememory/matememory/pkg/mcpserver"
+	"github.com/matememory/matememory/pkg/recall"
 	"github.com/matememory/matememory/pkg/rest"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/tool"
@@ -75,6 +76,8 @@ type App struct {
 	Messages  *conversation.Store
 	Tools     *tool.Tools
 	HTTP      *httpapi.Server
+	// Recall searches agents' memory (API processes with mate.memory.search.enabled).
+	Recall *recall.Searcher
 	// TracerProvider and Propagator trace HTTP requests, NATS messages and LLM calls
 	// (see tracing.go); the provider is a no-op one unless spans are exported.
 	TracerProvider trace.TracerProvider
@@ -188,7 +191,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	a.JS = js
 
-	a.Workspace = a.newWorkspace(db)
+	a.Workspace = a.newWorkspace(db, a.recallHook()...)
 	a.Messages = conversation.New(db)
 	a.Tools = tool.New(a.Workspace)
 	a.HTTP = httpapi.New(httpapi.NewAuthenticator(m.Auth.Keys), a.Registry, a.Log,
@@ -237,7 +240,7 @@ func (a *App) agentHooks() []workspace.Option {
 
 // newWorkspace builds the workspace service as every process uses it (mcp-stdio too, which
 // has no bus).
-func (a *App) newWorkspace(db *gorm.DB) *workspace.Service {
+func (a *App) newWorkspace(db *gorm.DB, extra ...workspace.Option) *workspace.Service {
 	m := a.Cfg.Mate
 	opts := []workspace.Option{
 		workspace.WithMaxBytes(m.Memory.MaxFileBytes),
@@ -247,6 +250,7 @@ func (a *App) newWorkspace(db *gorm.DB) *workspace.Service {
 		opts = append(opts, workspace.WithClock(a.Opts.Clock))
 	}
 	opts = append(opts, a.agentHooks()...)
+	opts = append(opts, extra...)
 	return workspace.New(db, opts...)
 }
 
@@ -256,6 +260,9 @@ func (a *App) build(ctx context.Context) error {
 	rest.RegisterMessages(a.HTTP, a.Messages, a.Workspace)
 	rest.RegisterTools(a.HTTP, a.Tools)
 	mcpserver.Register(a.HTTP, a.Tools, a.Log)
+	if err := a.buildRecall(ctx); err != nil {
+		return err
+	}
 	if err := a.buildWindow(ctx); err != nil {
 		return err
 	}

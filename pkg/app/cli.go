@@ -207,7 +207,27 @@ func rootCommand(defaultTarget string, stdin io.Reader, stdout, stderr io.Writer
 			return exit(mcpStdio(ctx, cfg, log, args, stdin, stdout, stderr))
 		},
 	}
-	root.AddCommand(migrate, replayCmd, mcpCmd)
+	// reindex and eval (memory search) keep their own flag sets too.
+	flagged := func(use, short string, run func(ctx context.Context, cfg config.Config, log *slog.Logger, args []string, stdout, stderr io.Writer) int) *cobra.Command {
+		return &cobra.Command{
+			Use: use, Short: short, DisableFlagParsing: true,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				if wantsHelp(args) {
+					return exit(run(context.Background(), config.Default(), slog.New(slog.DiscardHandler), []string{"-h"}, stdout, stdout))
+				}
+				cfg, log, err := load()
+				if err != nil {
+					return err
+				}
+				ctx, stop := signalCtx()
+				defer stop()
+				return exit(run(ctx, cfg, log, args, stdout, stderr))
+			},
+		}
+	}
+	reindexCmd := flagged("reindex [--agent N]", "Index every memory file for search again (idempotent; progress and a summary)", reindex)
+	evalCmd := flagged("eval [--set file.json] [--k 5]", "Run the memory-search evaluation against the configured embedding endpoint", evalRecall)
+	root.AddCommand(migrate, replayCmd, mcpCmd, reindexCmd, evalCmd)
 	return root
 }
 

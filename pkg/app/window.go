@@ -23,11 +23,15 @@ func (a *App) buildWindow(ctx context.Context) error {
 	// A replica may hold a summary's in-flight marker for one LLM call (renewed per chunk);
 	// the others wait that long before degrading.
 	lockTTL := config.Seconds(m.LLM.TimeoutSeconds) + 30*time.Second
+	opts := []window.Option{window.WithReplicas(m.NATS.Replicas), window.WithRegisterer(a.Registry), window.WithLockTTL(lockTTL),
+		window.WithClock(a.Now), window.WithTracing(a.messaging())}
+	if a.Recall != nil {
+		opts = append(opts, window.WithRecall(a.Recall))
+	}
 	svc, err := window.New(ctx, m.Agent.Conversation.Window, window.Deps{
 		JS: a.JS, History: window.StoreHistory{DB: a.DB}, Workspace: a.Workspace, Watermarks: window.StoreWatermarks{DB: a.DB},
 		LLM: client, Prompts: prompt.NewLoader(m.Prompts.Dir), Counter: tokens.NewCounter(), Log: a.Log,
-	}, window.WithReplicas(m.NATS.Replicas), window.WithRegisterer(a.Registry), window.WithLockTTL(lockTTL),
-		window.WithClock(a.Now), window.WithTracing(a.messaging()))
+	}, opts...)
 	if err != nil {
 		return err
 	}

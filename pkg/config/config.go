@@ -25,18 +25,20 @@ type Mate struct {
 	// Language picks the Chinese ("zh") or English ("en") prompts and default file texts.
 	Language string `yaml:"language"`
 	// Timezone is the IANA zone used for dates (daily notes, cron) unless an agent has its own.
-	Timezone string         `yaml:"timezone"`
-	HTTP     HTTP           `yaml:"http"`
-	Database Database       `yaml:"database"`
-	NATS     NATS           `yaml:"nats"`
-	LLM      LLM            `yaml:"llm"`
-	Auth     Auth           `yaml:"auth"`
-	Memory   Memory         `yaml:"memory"`
-	Agent    Agent          `yaml:"agent"`
-	Sched    Scheduler      `yaml:"scheduler"`
-	Prompts  PromptSettings `yaml:"prompts"`
-	Tracing  Tracing        `yaml:"tracing"`
-	Log      Log            `yaml:"log"`
+	Timezone string   `yaml:"timezone"`
+	HTTP     HTTP     `yaml:"http"`
+	Database Database `yaml:"database"`
+	NATS     NATS     `yaml:"nats"`
+	LLM      LLM      `yaml:"llm"`
+	// Embedding is the embeddings endpoint of memory search; empty base-url = lexical only.
+	Embedding Embedding      `yaml:"embedding"`
+	Auth      Auth           `yaml:"auth"`
+	Memory    Memory         `yaml:"memory"`
+	Agent     Agent          `yaml:"agent"`
+	Sched     Scheduler      `yaml:"scheduler"`
+	Prompts   PromptSettings `yaml:"prompts"`
+	Tracing   Tracing        `yaml:"tracing"`
+	Log       Log            `yaml:"log"`
 }
 
 // Log configures the process's log: Format "text" (key=value lines) or "json" (one JSON
@@ -160,6 +162,42 @@ type Memory struct {
 	// ManualEmergenceCooldownSeconds: one manual emergence per agent per this many seconds
 	// (concurrent requests share one run; later ones get 429 with Retry-After).
 	ManualEmergenceCooldownSeconds float64 `yaml:"manual-emergence-cooldown-seconds"`
+	// Search tunes memory search (recall); see docs/recall.md.
+	Search Search `yaml:"search"`
+}
+
+// Embedding selects an OpenAI-compatible embeddings endpoint (mate.embedding.*).
+type Embedding struct {
+	BaseURL string `yaml:"base-url"`
+	APIKey  string `yaml:"api-key"`
+	Model   string `yaml:"model"`
+	// Dimensions, when > 0, asks the model for shorter vectors.
+	Dimensions     int     `yaml:"dimensions"`
+	TimeoutSeconds float64 `yaml:"timeout-seconds"`
+}
+
+// Search is mate.memory.search.*: indexing and ranking of memory search.
+type Search struct {
+	// Enabled turns the index, the recall tools and the search endpoint on.
+	Enabled       bool `yaml:"enabled"`
+	ChunkTokens   int  `yaml:"chunk-tokens"`
+	OverlapTokens int  `yaml:"overlap-tokens"`
+	// VectorWeight and TextWeight weigh cosine and normalised BM25.
+	VectorWeight float64 `yaml:"vector-weight"`
+	TextWeight   float64 `yaml:"text-weight"`
+	// HalfLifeDays halves a dated note's score every so many days; negative = no decay.
+	HalfLifeDays float64 `yaml:"half-life-days"`
+	// DecayFloor is the least factor decay applies, however old the note.
+	DecayFloor float64 `yaml:"decay-floor"`
+	MMRLambda  float64 `yaml:"mmr-lambda"`
+	MinScore   float64 `yaml:"min-score"`
+	MaxResults int     `yaml:"max-results"`
+	// MaxQueryBytes bounds a query (longer: 400).
+	MaxQueryBytes int `yaml:"max-query-bytes"`
+	// CacheMB bounds each API process's cache of agents' chunks and vectors (LRU).
+	CacheMB float64 `yaml:"cache-mb"`
+	// ReconcileSeconds is how often the indexer sweeps for changes it missed.
+	ReconcileSeconds float64 `yaml:"reconcile-seconds"`
 }
 
 // Agent nests the spec's mate.agent.conversation.window.
@@ -249,7 +287,11 @@ func Default() Config {
 			LeaseTTLSeconds:                30,
 			RedactLLMInput:                 true,
 			ManualEmergenceCooldownSeconds: 60,
+			Search: Search{Enabled: true, ChunkTokens: 400, OverlapTokens: 60, VectorWeight: 0.7, TextWeight: 0.3,
+				HalfLifeDays: 30, DecayFloor: 0.8, MMRLambda: 0.9, MinScore: 0.1, MaxResults: 50, MaxQueryBytes: 2000,
+				CacheMB: 256, ReconcileSeconds: 30},
 		},
+		Embedding: Embedding{Model: "text-embedding-3-small", TimeoutSeconds: 30},
 		Agent: Agent{Conversation: Conversation{Window: Window{
 			DefaultMaxInputTokens: 128000,
 			CompactTriggerRatio:   0.75,
@@ -292,6 +334,9 @@ func Load(path string, env func(string) (string, bool)) (Config, error) {
 
 // LLMConfigured reports whether a real LLM endpoint was configured.
 func (c Config) LLMConfigured() bool { return c.Mate.LLM.BaseURL != "" || c.Mate.LLM.APIKey != "" }
+
+// EmbeddingConfigured reports whether an embeddings endpoint was configured.
+func (c Config) EmbeddingConfigured() bool { return c.Mate.Embedding.BaseURL != "" }
 
 // Location resolves the configured default time zone.
 func (c Config) Location() *time.Location {

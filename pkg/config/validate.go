@@ -160,6 +160,7 @@ func (c Config) Validate() error {
 	if strings.ContainsAny(m.Tracing.ServiceName, " \t\n") {
 		bad("mate.tracing.service-name", "%q contains white space; accepted: a name such as matememory-api, or empty for matememory-<target>", m.Tracing.ServiceName)
 	}
+	validateRecall(m, bad)
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid configuration:\n  %s", strings.Join(errs, "\n  "))
 	}

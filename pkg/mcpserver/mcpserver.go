@@ -44,7 +44,13 @@ func New(t Caller, agentID int64, language string, log *slog.Logger) *mcp.Server
 			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 			Instructions: instructions(language, agentID),
 		})
-	for _, d := range tool.Definitions(language) {
+	defs := tool.Definitions(language)
+	if d, ok := t.(interface {
+		Definitions(string) []tool.Definition
+	}); ok {
+		defs = d.Definitions(language) // the recall tools too, when enabled
+	}
+	for _, d := range defs {
 		s.AddTool(&mcp.Tool{
 			Name:        d.Function.Name,
 			Description: d.Function.Description,
@@ -66,7 +72,7 @@ func instructions(language string, agentID int64) string {
 func annotations(name string) *mcp.ToolAnnotations {
 	closed := false
 	switch name {
-	case tool.ListFiles, tool.ReadFile:
+	case tool.ListFiles, tool.ReadFile, tool.SearchMemory, tool.ReadLines:
 		return &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &closed}
 	case tool.WriteFile:
 		destructive := true

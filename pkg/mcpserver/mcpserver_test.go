@@ -139,7 +139,8 @@ func checkTools(t *testing.T, tools []*mcp.Tool) {
 		}
 	}
 	slices.Sort(names)
-	want := slices.Clone(tool.Names)
+	// The app serves memory search too (mate.memory.search.enabled defaults to true).
+	want := append(slices.Clone(tool.Names), tool.SearchMemory, tool.ReadLines)
 	slices.Sort(want)
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools = %v, want %v", names, want)

@@ -12,7 +12,7 @@ import (
 // RegisterTools adds the tool routes: the definitions a chat service hands to its model and
 // the execution endpoint bound to the agent in the URL.
 func RegisterTools(s *httpapi.Server, t *tool.Tools) {
-	s.Handle("GET /api/v1/tools", "The four WorkspaceMemoryTool operations as OpenAI function-calling definitions (?language=zh|en); they carry no agent id", func(r *http.Request) (any, error) {
+	s.Handle("GET /api/v1/tools", "The WorkspaceMemoryTool operations (and the recall tools when enabled) as OpenAI function-calling definitions (?language=zh|en); they carry no agent id", func(r *http.Request) (any, error) {
 		lang := r.URL.Query().Get("language")
 		switch lang {
 		case "":
@@ -21,7 +21,7 @@ func RegisterTools(s *httpapi.Server, t *tool.Tools) {
 		default:
 			return nil, httpapi.BadRequest("language %q is not supported; accepted: zh, en", lang)
 		}
-		return tool.Definitions(lang), nil
+		return t.Definitions(lang), nil
 	})
 	s.Handle("POST /api/v1/agents/{agentId}/tools/{toolName}", "Run a workspace memory tool for the agent in the URL; the body is the tool's JSON arguments (X-Tool-Call-Id is kept in the file history)", func(r *http.Request) (any, error) {
 		id, err := httpapi.AgentID(r)

@@ -37,6 +37,15 @@ func Migrations() []Migration {
 		{Version: 2, Name: "agent fencing values", Up: func(tx *gorm.DB) error {
 			return withTableOptions(tx).Migrator().CreateTable(&AgentFence{})
 		}},
+		{Version: 3, Name: "recall index", Up: func(tx *gorm.DB) error {
+			if err := withTableOptions(tx).Migrator().CreateTable(
+				&RecallChunk{}, &RecallEmbedding{}, &RecallFile{}, &RecallAgent{}, &RecallCursor{},
+			); err != nil {
+				return err
+			}
+			// The reconciler scans workspace files by update time (deletes set it too).
+			return tx.Exec("CREATE INDEX idx_ws_update_time ON mate_workspace_file (update_time)").Error
+		}},
 	}
 }
 

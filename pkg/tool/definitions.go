@@ -58,7 +58,7 @@ func argNames(tool string) []string {
 	case EditFile:
 		return []string{"filename", "oldText", "newText", "replaceAll"}
 	}
-	return nil
+	return recallArgNames(tool)
 }
 
 func def(name, description string, params json.RawMessage) Definition {

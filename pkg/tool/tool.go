@@ -30,7 +30,8 @@ var Names = []string{ListFiles, ReadFile, WriteFile, EditFile}
 
 // Tools executes the workspace memory tools.
 type Tools struct {
-	ws *workspace.Service
+	ws     *workspace.Service
+	recall Searcher // nil: no recall tools
 }
 
 // New builds the tools over a workspace service.
@@ -160,6 +161,9 @@ func refFrom(ctx context.Context) string {
 // Call runs tool name for agentID with JSON arguments (an object; empty means {}). The agent
 // is the caller's own: an agentId among the arguments is refused, never obeyed.
 func (t *Tools) Call(ctx context.Context, agentID int64, name string, args json.RawMessage) (any, error) {
+	if t.isRecallTool(name) {
+		return t.callRecall(ctx, agentID, name, args)
+	}
 	switch name {
 	case ListFiles, ReadFile, WriteFile, EditFile:
 	default:
@@ -297,6 +301,8 @@ func jsonType(kind string) string {
 		return "string"
 	case "bool":
 		return "boolean"
+	case "int", "int64":
+		return "integer"
 	case "ptr":
 		return "value of the documented type"
 	}

@@ -13,7 +13,7 @@ const ContextPath = "/api/v1/agents/{agentId}/conversations/{conversationId}/con
 func RegisterHTTP(s *httpapi.Server, svc *Service) {
 	h := handlers{svc: svc}
 	s.Handle("POST "+ContextPath,
-		`Assemble the context window before an LLM call {"systemPrompt","userMessage","model"?,"maxInputTokens"?,"messages"? (inline OpenAI-format history; omit to use stored messages)}: system prompt with workspace files, a marked summary of early conversation as a user message, recent history verbatim, the current message last; compacted and trimmed to fit`,
+		`Assemble the context window before an LLM call {"systemPrompt","userMessage","model"?,"maxInputTokens"?,"messages"? (inline OpenAI-format history; omit to use stored messages),"recall"? {topK,maxTokens,query}}: system prompt with workspace files, a marked summary of early conversation as a user message, recent history verbatim, the current message last; compacted and trimmed to fit`,
 		h.assemble)
 	s.Handle("POST "+ContextPath+"/retry",
 		`Emergency compaction after a context_length_exceeded error (same body): only the last 2 exchanges, no LLM call`,
@@ -29,6 +29,8 @@ type contextBody struct {
 	Model          string     `json:"model"`
 	MaxInputTokens *int       `json:"maxInputTokens"`
 	Messages       *[]Message `json:"messages"`
+	// Recall asks for memory search results in the system message.
+	Recall *RecallRequest `json:"recall"`
 }
 
 func (h handlers) assemble(r *http.Request) (any, error) {
@@ -60,7 +62,7 @@ func decodeRequest(r *http.Request) (Request, error) {
 		return Request{}, httpapi.BadRequest("userMessage is required: the current user message, placed last in the window")
 	}
 	req := Request{AgentID: agentID, ConversationID: r.PathValue("conversationId"), SystemPrompt: b.SystemPrompt,
-		UserMessage: *b.UserMessage, Model: b.Model}
+		UserMessage: *b.UserMessage, Model: b.Model, Recall: b.Recall}
 	if b.MaxInputTokens != nil {
 		// 0 means the default, as in MateClaw (and as when the field is absent).
 		if *b.MaxInputTokens < 0 {

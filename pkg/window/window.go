@@ -81,6 +81,7 @@ type Service struct {
 	stats       stats
 	metrics     metrics
 	tracing     tracing.Messaging
+	recall      Recaller
 
 	// options before New resolves them
 	bucket   string
@@ -196,6 +197,8 @@ type Request struct {
 	// Inline says the history is Messages (possibly empty) rather than mate_message.
 	Inline   bool
 	Messages []Message
+	// Recall, when set, adds memory search results to the system message.
+	Recall *RecallRequest
 }
 
 // MaxInputTokensLimit bounds maxInputTokens (no model accepts more).
@@ -220,6 +223,9 @@ func (r Request) validate() error {
 	if len(r.Model) > 200 {
 		return invalidf("model name is %d bytes; at most 200", len(r.Model))
 	}
+	if err := r.Recall.validate(); err != nil {
+		return err
+	}
 	if r.Inline {
 		return validateHistory(r.Messages)
 	}
@@ -240,6 +246,8 @@ type Tokens struct {
 	History   int `json:"history"`
 	Current   int `json:"current"`
 	Priming   int `json:"priming"`
+	// Recall is the part of the system message the memory-recall block takes.
+	Recall int `json:"recall,omitempty"`
 	// Before is what the whole history would have cost without compaction.
 	Before int `json:"before"`
 }
@@ -296,6 +304,8 @@ type Result struct {
 	SkippedMessages int `json:"skippedMessages,omitempty"`
 	// Warnings are unusual decisions the caller may want to log.
 	Warnings []string `json:"warnings,omitempty"`
+	// Recall reports the recall step, when asked for.
+	Recall *RecallInfo `json:"recall,omitempty"`
 }
 
 // assembly is the working state of one request.
@@ -361,7 +371,11 @@ func (s *Service) assemble(ctx context.Context, req Request, emergency bool) (*R
 	a.res.Tokenizer, a.res.Exact = a.tk.Name(), a.tk.Exact()
 	a.ck = conversationKey(req.AgentID, req.ConversationID, a.lang)
 
-	sys := Message{Role: RoleSystem, Content: joinSystem(req.SystemPrompt, injection)}
+	sysText := joinSystem(req.SystemPrompt, injection)
+	if s.recall != nil {
+		sysText = joinSystem(sysText, searchGuidance(a.lang))
+	}
+	sys := Message{Role: RoleSystem, Content: sysText}
 	if sys.Content != "" {
 		a.sysTok = s.counts.message(a.tk, sys)
 	}
@@ -371,8 +385,26 @@ func (s *Service) assemble(ctx context.Context, req Request, emergency bool) (*R
 	if budget == 0 {
 		budget = s.cfg.DefaultMaxInputTokens
 	}
+	recallTok := 0
+	if req.Recall != nil {
+		// The block may take what the budget leaves after the system message, the current
+		// message and priming; it is counted in the system message like the rest.
+		room := budget - a.sysTok - a.curTok - tokens.ReplyPriming - 4
+		block, info, err := s.recallBlock(ctx, a.tk, a.lang, req, room)
+		if err != nil {
+			return nil, err
+		}
+		a.res.Recall = info
+		if block != "" {
+			sys.Content = joinSystem(sys.Content, block)
+			before := a.sysTok
+			a.sysTok = s.counts.message(a.tk, sys)
+			recallTok = a.sysTok - before
+			info.Tokens = recallTok
+		}
+	}
 	t := &a.res.Tokens
-	t.Budget, t.System, t.Current, t.Priming = budget, a.sysTok, a.curTok, tokens.ReplyPriming
+	t.Budget, t.System, t.Current, t.Priming, t.Recall = budget, a.sysTok, a.curTok, tokens.ReplyPriming, recallTok
 	t.Workspace = s.counts.text(a.tk, injection)
 	t.Trigger = int(float64(budget) * s.cfg.CompactTriggerRatio)
 	base := a.sysTok + a.curTok + tokens.ReplyPriming

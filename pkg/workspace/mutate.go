@@ -51,6 +51,9 @@ func (s *Service) mutate(ctx context.Context, agentID int64, name string, expect
 	var wait *backoff.ExponentialBackOff
 	for attempt := 1; ; attempt++ {
 		f, created, err := s.mutateOnce(ctx, agentID, name, expect, ch, fn)
+		if err == nil {
+			s.notifyChanged(ctx, agentID, name, f.Version)
+		}
 		if !errors.Is(err, errRetry) {
 			return f, created, err
 		}

@@ -90,6 +90,7 @@ type Service struct {
 	timezone string
 	now      func() time.Time
 	hooks    []AgentHook
+	changed  []ChangeHook
 	seen     sync.Map // agent id → struct{}: agents known to be seeded
 }
 

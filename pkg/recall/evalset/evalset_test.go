@@ -1,0 +1,69 @@
+package evalset_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/matememory/matememory/pkg/recall"
+	"github.com/matememory/matememory/pkg/recall/embed"
+	"github.com/matememory/matememory/pkg/recall/embed/embedtest"
+	"github.com/matememory/matememory/pkg/recall/evalset"
+	"github.com/matememory/matememory/pkg/recall/lexical"
+	"github.com/matememory/matememory/pkg/store/storetest"
+	"github.com/matememory/matememory/pkg/workspace"
+)
+
+// The embedder here is deterministic feature hashing served over the embeddings wire
+// format: this evaluates the plumbing (indexing, vectors, weighting, decay, MMR), not the
+// semantics of a real model. `api eval` runs the same set against a real endpoint.
+func TestEvaluationHybridNotWorseThanLexical(t *testing.T) {
+	set, err := evalset.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Queries) < 200 {
+		t.Fatalf("the set has %d queries; at least 200 wanted", len(set.Queries))
+	}
+	ctx := context.Background()
+	db := storetest.SQLite(t)
+	srv := embedtest.New(t, 1024)
+	emb := embed.NewOpenAI(srv.Config())
+	an := lexical.NewAnalyzer()
+	clock := func() time.Time { return set.Now }
+	ws := workspace.New(db.DB, workspace.WithDefaults("en", "UTC"), workspace.WithClock(clock))
+	ix := recall.NewIndexer(db.DB, an, recall.Settings{}, recall.WithEmbedder(emb), recall.WithClock(clock))
+	if err := evalset.Seed(ctx, ws, ix, 1, set); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]evalset.Metrics{}
+	var rows []evalset.Metrics
+	for _, name := range evalset.Order {
+		cfg := evalset.Configurations(recall.Settings{})[name]
+		opts := []recall.SearcherOption{recall.SearchWithClock(clock)}
+		if evalset.UsesVectors(name) {
+			opts = append(opts, recall.SearchWithEmbedder(emb))
+		}
+		m, err := evalset.Evaluate(ctx, recall.NewSearcher(db.DB, an, cfg, opts...), 1, set, name, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[name] = m
+		rows = append(rows, m)
+	}
+	var b strings.Builder
+	evalset.Print(&b, rows)
+	t.Logf("\n%s", b.String())
+	lex, hyb := got[evalset.Lexical], got[evalset.Hybrid]
+	if hyb.RecallAtK < lex.RecallAtK || hyb.MRR < lex.MRR {
+		t.Errorf("hybrid (recall@5 %.3f, MRR %.3f) is worse than lexical alone (%.3f, %.3f)", hyb.RecallAtK, hyb.MRR, lex.RecallAtK, lex.MRR)
+	}
+	if hyb.MRRByKind["superseded"] <= lex.MRRByKind["superseded"] {
+		t.Errorf("decay must rank the newer of two conflicting notes higher: superseded MRR hybrid %.3f vs lexical %.3f",
+			hyb.MRRByKind["superseded"], lex.MRRByKind["superseded"])
+	}
+	if lex.RecallAtK < 0.5 {
+		t.Errorf("lexical recall@5 %.3f is implausibly low: the set or the indexing is broken", lex.RecallAtK)
+	}
+}

@@ -1,0 +1,317 @@
+package recall
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/matememory/matememory/pkg/recall/chunk"
+	"github.com/matememory/matememory/pkg/recall/embed"
+	"github.com/matememory/matememory/pkg/recall/lexical"
+	"github.com/matememory/matememory/pkg/store"
+)
+
+// Indexer keeps the chunks of agents' files in step with the files. Sync is idempotent and
+// safe to run concurrently (a compare-and-swap on mate_recall_file decides who commits).
+type Indexer struct {
+	db  *gorm.DB
+	emb embed.Embedder // nil: lexical only
+	an  *lexical.Analyzer
+	set Settings
+	now func() time.Time
+	log *slog.Logger
+}
+
+// IndexerOption configures an Indexer.
+type IndexerOption func(*Indexer)
+
+// WithEmbedder sets the embedding endpoint (none: lexical only).
+func WithEmbedder(e embed.Embedder) IndexerOption { return func(i *Indexer) { i.emb = e } }
+
+// WithClock replaces time.Now (tests).
+func WithClock(now func() time.Time) IndexerOption { return func(i *Indexer) { i.now = now } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) IndexerOption { return func(i *Indexer) { i.log = l } }
+
+// NewIndexer builds an indexer.
+func NewIndexer(db *gorm.DB, an *lexical.Analyzer, set Settings, opts ...IndexerOption) *Indexer {
+	i := &Indexer{db: db, an: an, set: set.withDefaults(), now: time.Now, log: slog.Default()}
+	for _, o := range opts {
+		o(i)
+	}
+	return i
+}
+
+// Outcome is what Sync did.
+type Outcome string
+
+// Outcomes of Sync.
+const (
+	Unchanged Outcome = "unchanged"
+	Indexed   Outcome = "indexed"
+	Removed   Outcome = "removed"
+	Embedded  Outcome = "embedded" // only missing embeddings were added
+)
+
+// SyncResult reports one Sync.
+type SyncResult struct {
+	Outcome Outcome
+	Chunks  int
+	// EmbeddedTexts is how many texts were sent to the embedding endpoint.
+	EmbeddedTexts int
+	// EmbedPending is true when the endpoint failed: the chunks are searchable lexically
+	// and will be embedded by a later Sync.
+	EmbedPending bool
+}
+
+// Changed reports whether searches may see something new.
+func (r SyncResult) Changed() bool { return r.Outcome != Unchanged }
+
+const maxSyncAttempts = 10
+
+// Sync brings the chunks of one file of an agent up to date with its live row: re-chunks it
+// if its version moved, removes its chunks if it is gone, and embeds chunks whose hash has
+// no vector for the model yet.
+func (i *Indexer) Sync(ctx context.Context, agentID int64, filename string) (SyncResult, error) {
+	for attempt := 0; ; attempt++ {
+		r, err := i.syncOnce(ctx, agentID, filename)
+		if errors.Is(err, errLostRace) && attempt < maxSyncAttempts {
+			continue
+		}
+		return r, err
+	}
+}
+
+var errLostRace = errors.New("recall: another indexer committed first")
+
+func (i *Indexer) syncOnce(ctx context.Context, agentID int64, filename string) (SyncResult, error) {
+	db := i.db.WithContext(ctx)
+	var rec store.RecallFile
+	err := db.Where("agent_id = ? AND filename = ?", agentID, filename).Take(&rec).Error
+	hasRec := err == nil
+	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+		return SyncResult{}, fmt.Errorf("read index state of %s of agent %d: %w", filename, agentID, err)
+	}
+	var f store.WorkspaceFile
+	err = db.Where("agent_id = ? AND filename = ? AND deleted = 0", agentID, filename).Take(&f).Error
+	exists := err == nil && f.Filename == filename
+	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+		return SyncResult{}, fmt.Errorf("read %s of agent %d: %w", filename, agentID, err)
+	}
+	if !exists {
+		if !hasRec {
+			return SyncResult{Outcome: Unchanged}, nil
+		}
+		err := db.Transaction(func(tx *gorm.DB) error {
+			res := tx.Where("agent_id = ? AND filename = ? AND file_id = ? AND version = ?", agentID, filename, rec.FileID, rec.Version).Delete(&store.RecallFile{})
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected != 1 {
+				return errLostRace
+			}
+			if err := tx.Where("agent_id = ? AND filename = ?", agentID, filename).Delete(&store.RecallChunk{}).Error; err != nil {
+				return err
+			}
+			return bumpGeneration(tx, agentID)
+		})
+		if err != nil {
+			return SyncResult{}, wrapSync(err, agentID, filename)
+		}
+		return SyncResult{Outcome: Removed}, nil
+	}
+	if hasRec && rec.FileID == f.ID && rec.Version == f.Version {
+		if !rec.EmbedPending || i.emb == nil {
+			return SyncResult{Outcome: Unchanged, Chunks: rec.Chunks}, nil
+		}
+		return i.embedPending(ctx, rec)
+	}
+
+	chunks := chunk.Split(f.Content, chunk.Options{MaxTokens: i.set.ChunkTokens, OverlapTokens: i.set.OverlapTokens})
+	date, dated := chunk.NoteDate(filename, time.UTC)
+	if !dated {
+		date = f.UpdateTime.UTC()
+	}
+	rows := make([]store.RecallChunk, len(chunks))
+	hashes := make([]string, len(chunks))
+	texts := make(map[string]string, len(chunks))
+	for k, c := range chunks {
+		text := c.Embeddable()
+		rows[k] = store.RecallChunk{AgentID: agentID, Filename: filename, Ordinal: c.Ordinal,
+			StartLine: c.StartLine, EndLine: c.EndLine, Heading: truncate(c.Heading, 500), Text: c.Text,
+			Terms: lexical.JoinTerms(i.an.Terms(text)), Hash: c.Hash, FileVersion: f.Version,
+			NoteDate: date, Dated: dated}
+		hashes[k] = c.Hash
+		texts[c.Hash] = text
+	}
+	res := SyncResult{Outcome: Indexed, Chunks: len(rows)}
+	if i.emb != nil {
+		n, err := i.ensureEmbeddings(ctx, hashes, texts)
+		res.EmbeddedTexts = n
+		if err != nil {
+			if ctx.Err() != nil {
+				return SyncResult{}, err
+			}
+			i.log.Warn("recall: embedding failed; chunks are searchable lexically and will be embedded later",
+				"agent", agentID, "file", filename, "err", err)
+			res.EmbedPending = true
+		}
+	}
+	err = db.Transaction(func(tx *gorm.DB) error {
+		next := store.RecallFile{AgentID: agentID, Filename: filename, FileID: f.ID, Version: f.Version,
+			Chunks: len(rows), EmbedPending: res.EmbedPending, IndexTime: i.now().UTC()}
+		if hasRec {
+			upd := tx.Model(&store.RecallFile{}).
+				Where("agent_id = ? AND filename = ? AND file_id = ? AND version = ?", agentID, filename, rec.FileID, rec.Version).
+				Updates(map[string]any{"file_id": next.FileID, "version": next.Version, "chunks": next.Chunks,
+					"embed_pending": next.EmbedPending, "index_time": next.IndexTime})
+			if upd.Error != nil {
+				return upd.Error
+			}
+			if upd.RowsAffected != 1 {
+				return errLostRace
+			}
+		} else if err := tx.Create(&next).Error; err != nil {
+			if store.IsDuplicate(err) {
+				return errLostRace
+			}
+			return err
+		}
+		if err := tx.Where("agent_id = ? AND filename = ?", agentID, filename).Delete(&store.RecallChunk{}).Error; err != nil {
+			return err
+		}
+		if len(rows) > 0 {
+			if err := tx.CreateInBatches(rows, 200).Error; err != nil {
+				return err
+			}
+		}
+		return bumpGeneration(tx, agentID)
+	})
+	if err != nil {
+		return SyncResult{}, wrapSync(err, agentID, filename)
+	}
+	return res, nil
+}
+
+func wrapSync(err error, agentID int64, filename string) error {
+	if errors.Is(err, errLostRace) {
+		return err
+	}
+	return fmt.Errorf("index %s of agent %d: %w", filename, agentID, err)
+}
+
+// embedPending embeds the chunks of an indexed file that still lack a vector.
+func (i *Indexer) embedPending(ctx context.Context, rec store.RecallFile) (SyncResult, error) {
+	var rows []store.RecallChunk
+	if err := i.db.WithContext(ctx).Select("hash", "text", "heading").
+		Where("agent_id = ? AND filename = ?", rec.AgentID, rec.Filename).Find(&rows).Error; err != nil {
+		return SyncResult{}, fmt.Errorf("read chunks of %s of agent %d: %w", rec.Filename, rec.AgentID, err)
+	}
+	hashes := make([]string, len(rows))
+	texts := map[string]string{}
+	for k, r := range rows {
+		hashes[k] = r.Hash
+		texts[r.Hash] = chunk.Chunk{Heading: r.Heading, Text: r.Text}.Embeddable()
+	}
+	n, err := i.ensureEmbeddings(ctx, hashes, texts)
+	res := SyncResult{Outcome: Embedded, Chunks: len(rows), EmbeddedTexts: n}
+	if err != nil {
+		res.EmbedPending = true
+		res.Outcome = Unchanged
+		return res, nil
+	}
+	err = i.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		upd := tx.Model(&store.RecallFile{}).
+			Where("agent_id = ? AND filename = ? AND file_id = ? AND version = ?", rec.AgentID, rec.Filename, rec.FileID, rec.Version).
+			Update("embed_pending", false)
+		if upd.Error != nil {
+			return upd.Error
+		}
+		if upd.RowsAffected != 1 {
+			return errLostRace
+		}
+		return bumpGeneration(tx, rec.AgentID)
+	})
+	if err != nil {
+		return SyncResult{}, wrapSync(err, rec.AgentID, rec.Filename)
+	}
+	return res, nil
+}
+
+// ensureEmbeddings embeds the texts whose hash has no vector for the model, and stores them.
+// It reports how many texts it sent.
+func (i *Indexer) ensureEmbeddings(ctx context.Context, hashes []string, texts map[string]string) (int, error) {
+	if len(hashes) == 0 {
+		return 0, nil
+	}
+	model := i.emb.Model()
+	have := map[string]bool{}
+	for start := 0; start < len(hashes); start += 500 {
+		end := min(start+500, len(hashes))
+		var got []string
+		if err := i.db.WithContext(ctx).Model(&store.RecallEmbedding{}).
+			Where("model = ? AND hash IN ?", model, hashes[start:end]).Pluck("hash", &got).Error; err != nil {
+			return 0, fmt.Errorf("read embedding cache: %w", err)
+		}
+		for _, h := range got {
+			have[h] = true
+		}
+	}
+	var missing []string
+	var input []string
+	for _, h := range hashes {
+		if !have[h] {
+			have[h] = true // once per hash
+			missing = append(missing, h)
+			input = append(input, texts[h])
+		}
+	}
+	if len(missing) == 0 {
+		return 0, nil
+	}
+	vecs, err := i.emb.Embed(ctx, input)
+	if err != nil {
+		return len(input), err
+	}
+	now := i.now().UTC()
+	rows := make([]store.RecallEmbedding, len(missing))
+	for k, h := range missing {
+		rows[k] = store.RecallEmbedding{Model: model, Hash: h, Dims: len(vecs[k]), Vector: embed.Encode(vecs[k]), CreateTime: now}
+	}
+	// Another indexer may have stored the same hash meanwhile: same text, same vector.
+	if err := i.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(rows, 100).Error; err != nil {
+		return len(input), fmt.Errorf("store embeddings: %w", err)
+	}
+	return len(input), nil
+}
+
+func bumpGeneration(tx *gorm.DB, agentID int64) error {
+	res := tx.Model(&store.RecallAgent{}).Where("agent_id = ?", agentID).UpdateColumn("generation", gorm.Expr("generation + 1"))
+	if res.Error != nil {
+		return res.Error
+	}
+	if res.RowsAffected == 0 {
+		err := tx.Create(&store.RecallAgent{AgentID: agentID, Generation: 1}).Error
+		if store.IsDuplicate(err) {
+			return errLostRace
+		}
+		return err
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && n < len(s) && (s[n]&0xC0) == 0x80 {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,260 @@
+package recall_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/matememory/matememory/pkg/recall"
+	"github.com/matememory/matememory/pkg/recall/embed"
+	"github.com/matememory/matememory/pkg/recall/embed/embedtest"
+	"github.com/matememory/matememory/pkg/recall/lexical"
+	"github.com/matememory/matememory/pkg/store"
+	"github.com/matememory/matememory/pkg/store/storetest"
+	"github.com/matememory/matememory/pkg/workspace"
+)
+
+var now = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+
+type rig struct {
+	ws  *workspace.Service
+	ix  *recall.Indexer
+	se  *recall.Searcher
+	emb *embedtest.Server
+	db  storetest.DB
+}
+
+func newRig(t *testing.T, db storetest.DB, withEmbedder bool) *rig {
+	an := lexical.NewAnalyzer()
+	r := &rig{db: db, ws: workspace.New(db.DB, workspace.WithDefaults("en", "UTC"), workspace.WithClock(func() time.Time { return now }))}
+	var iopts []recall.IndexerOption
+	var sopts []recall.SearcherOption
+	if withEmbedder {
+		r.emb = embedtest.New(t, 64)
+		e := embed.NewOpenAI(r.emb.Config())
+		iopts = append(iopts, recall.WithEmbedder(e))
+		sopts = append(sopts, recall.SearchWithEmbedder(e))
+	}
+	r.ix = recall.NewIndexer(db.DB, an, recall.Settings{}, iopts...)
+	r.se = recall.NewSearcher(db.DB, an, recall.Settings{}, append(sopts, recall.SearchWithClock(func() time.Time { return now }))...)
+	return r
+}
+
+func (r *rig) write(t *testing.T, agent int64, name, content string) {
+	t.Helper()
+	if _, _, err := r.ws.Write(context.Background(), agent, name, content, workspace.AnyVersion, workspace.Change{Actor: store.ActorTool}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ix.Sync(context.Background(), agent, name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *rig) search(t *testing.T, agent int64, q recall.Query) recall.Result {
+	t.Helper()
+	res, err := r.se.Search(context.Background(), agent, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func files(res recall.Result) []string {
+	var out []string
+	for _, h := range res.Hits {
+		out = append(out, h.Filename)
+	}
+	return out
+}
+
+func TestSearchIsolationAndFields(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		r := newRig(t, db, true)
+		r.write(t, 1, "memory/2026-05-30.md", "# 2026-05-30\n\nThe user deploys db-prod-03 every Friday.\n\n用户喜欢喝乌龙茶。\n")
+		r.write(t, 2, "memory/2026-05-30.md", "# 2026-05-30\n\nAgent two deploys db-prod-07 on Friday too.\n")
+		res := r.search(t, 1, recall.Query{Text: "deploy Friday"})
+		if res.Mode != recall.ModeHybrid || res.Degraded || len(res.Hits) == 0 {
+			t.Fatalf("result %+v", res)
+		}
+		for _, h := range res.Hits {
+			if strings.Contains(h.Snippet, "db-prod-07") || strings.Contains(h.Snippet, "Agent two") {
+				t.Fatalf("agent 1 sees agent 2's chunk: %+v", h)
+			}
+		}
+		h := res.Hits[0]
+		if h.Filename != "memory/2026-05-30.md" || h.StartLine != 1 || h.EndLine < 3 || h.Date != "2026-05-30" || !h.Dated ||
+			h.FileVersion != 1 || h.Lexical <= 0 || h.Vector <= 0 || h.Decay >= 1 || h.Decay <= 0.9 {
+			t.Errorf("hit fields %+v", h)
+		}
+		zh := r.search(t, 1, recall.Query{Text: "乌龙茶"})
+		if len(zh.Hits) == 0 || !strings.Contains(zh.Hits[0].Snippet, "乌龙茶") {
+			t.Errorf("Chinese query: %+v", zh)
+		}
+		other := r.search(t, 2, recall.Query{Text: "乌龙茶 db-prod-03"})
+		for _, h := range other.Hits {
+			if strings.Contains(h.Snippet, "乌龙") || strings.Contains(h.Snippet, "db-prod-03") {
+				t.Fatalf("agent 2 sees agent 1's chunk: %+v", h)
+			}
+		}
+	})
+}
+
+func TestSearchBadInput(t *testing.T) {
+	r := newRig(t, storetest.SQLite(t), false)
+	for _, q := range []recall.Query{
+		{Text: "  "}, {Text: strings.Repeat("x", 2001)}, {Text: "a\xffb"}, {Text: "x", MaxResults: 51},
+		{Text: "x", Since: now, Until: now.AddDate(0, 0, -1)},
+	} {
+		_, err := r.se.Search(context.Background(), 1, q)
+		var ie *recall.InvalidError
+		if !errors.As(err, &ie) || ie.HTTPStatus() != 400 || ie.Msg == "" {
+			t.Errorf("query %.20q: want a 400 InvalidError, got %v", q.Text, err)
+		}
+	}
+}
+
+func TestLexicalOnlySaysSo(t *testing.T) {
+	r := newRig(t, storetest.SQLite(t), false)
+	r.write(t, 1, "MEMORY.md", "# Facts\n\nOrder ORD-2026-0042 was refunded.\n")
+	res := r.search(t, 1, recall.Query{Text: "ORD-2026-0042"})
+	if res.Mode != recall.ModeLexical || res.Degraded || !strings.Contains(res.Notice, "no embedding endpoint") {
+		t.Errorf("want lexical mode with a notice, got %+v", res)
+	}
+	if len(res.Hits) != 1 || res.Hits[0].Decay != 1 || res.Hits[0].Dated {
+		t.Errorf("MEMORY.md hit must not decay: %+v", res.Hits)
+	}
+}
+
+func TestEmbedDownDegradesThenCatchesUp(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		r := newRig(t, db, true)
+		r.emb.SetDown(true)
+		r.write(t, 1, "memory/2026-05-31.md", "# 2026-05-31\n\nThe staging host is stg-web-12.\n")
+		var rec store.RecallFile
+		if err := db.DB.Where("agent_id = 1 AND filename = ?", "memory/2026-05-31.md").Take(&rec).Error; err != nil || !rec.EmbedPending {
+			t.Fatalf("embedding down: file must be indexed with embed_pending, got %+v %v", rec, err)
+		}
+		res := r.search(t, 1, recall.Query{Text: "stg-web-12"})
+		if !res.Degraded || res.Mode != recall.ModeLexical || len(res.Hits) != 1 {
+			t.Fatalf("want degraded lexical hit, got %+v", res)
+		}
+		r.emb.SetDown(false)
+		sr, err := r.ix.Sync(context.Background(), 1, "memory/2026-05-31.md")
+		if err != nil || sr.Outcome != recall.Embedded || sr.EmbeddedTexts != 1 {
+			t.Fatalf("catch-up sync: %+v %v", sr, err)
+		}
+		res = r.search(t, 1, recall.Query{Text: "staging host"})
+		if res.Degraded || len(res.Hits) != 1 || res.Hits[0].Vector <= 0 {
+			t.Fatalf("after catch-up the hit has a vector: %+v", res)
+		}
+	})
+}
+
+func TestOnlyChangedChunksAreEmbeddedAndDeletesRemove(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		r := newRig(t, db, true)
+		ctx := context.Background()
+		var b strings.Builder
+		for i := 0; i < 5; i++ {
+			b.WriteString("## Section " + string(rune('A'+i)) + "\n\nSome fact number " + string(rune('A'+i)) + " about the project.\n\n")
+		}
+		r.write(t, 1, "notes.md", b.String())
+		first := r.emb.Texts.Load()
+		if first != 5 {
+			t.Fatalf("first write embeds 5 chunks, got %d", first)
+		}
+		if _, err := r.ws.Append(ctx, 1, "notes.md", "## Section F\n\nA new fact about kiwis.\n", "", workspace.Change{Actor: store.ActorTool}); err != nil {
+			t.Fatal(err)
+		}
+		sr, err := r.ix.Sync(ctx, 1, "notes.md")
+		if err != nil || sr.EmbeddedTexts != 1 || sr.Chunks != 6 {
+			t.Fatalf("append must embed only the new chunk: %+v %v", sr, err)
+		}
+		// Redelivery: a second Sync changes nothing and calls nothing.
+		calls := r.emb.Calls.Load()
+		if sr, err := r.ix.Sync(ctx, 1, "notes.md"); err != nil || sr.Outcome != recall.Unchanged || r.emb.Calls.Load() != calls {
+			t.Fatalf("second sync must be a no-op: %+v %v", sr, err)
+		}
+		if res := r.search(t, 1, recall.Query{Text: "kiwis"}); len(res.Hits) != 1 {
+			t.Fatalf("kiwis: %+v", res)
+		}
+		if err := r.ws.Delete(ctx, 1, "notes.md", workspace.AnyVersion, workspace.Change{Actor: store.ActorTool}); err != nil {
+			t.Fatal(err)
+		}
+		if sr, err := r.ix.Sync(ctx, 1, "notes.md"); err != nil || sr.Outcome != recall.Removed {
+			t.Fatalf("delete: %+v %v", sr, err)
+		}
+		if res := r.search(t, 1, recall.Query{Text: "kiwis"}); len(res.Hits) != 0 {
+			t.Fatalf("deleted file still found: %+v", res)
+		}
+		var n int64
+		db.DB.Model(&store.RecallChunk{}).Where("agent_id = 1 AND filename = ?", "notes.md").Count(&n)
+		if n != 0 {
+			t.Fatalf("%d chunks of a deleted file left", n)
+		}
+	})
+}
+
+func TestDecayPrefersRecentAndFilters(t *testing.T) {
+	r := newRig(t, storetest.SQLite(t), true)
+	r.write(t, 1, "memory/2026-01-05.md", "# 2026-01-05\n\nThe team standup is at 9:00.\n")
+	r.write(t, 1, "memory/archive/2026-05-28.md", "# 2026-05-28\n\nThe team standup moved to 10:30.\n")
+	res := r.search(t, 1, recall.Query{Text: "team standup"})
+	if len(res.Hits) < 1 || res.Hits[0].Filename != "memory/archive/2026-05-28.md" {
+		t.Fatalf("the recent note (dated in a sub-folder) must rank first: %v", files(res))
+	}
+	res = r.search(t, 1, recall.Query{Text: "team standup", Until: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)})
+	if len(res.Hits) != 1 || res.Hits[0].Filename != "memory/2026-01-05.md" {
+		t.Fatalf("until filter: %v", files(res))
+	}
+	res = r.search(t, 1, recall.Query{Text: "team standup", FilenamePrefix: "memory/archive/"})
+	if len(res.Hits) != 1 || res.Hits[0].Filename != "memory/archive/2026-05-28.md" {
+		t.Fatalf("prefix filter: %v", files(res))
+	}
+}
+
+func TestMMRDropsNearDuplicates(t *testing.T) {
+	r := newRig(t, storetest.SQLite(t), true)
+	same := "# Note\n\nThe user's cat is called Miso and eats salmon.\n"
+	r.write(t, 1, "a.md", same)
+	r.write(t, 1, "b.md", same)
+	r.write(t, 1, "c.md", "# Pets\n\nThe user also has a dog called Pepper; the cat Miso hates it.\n")
+	res := r.search(t, 1, recall.Query{Text: "cat Miso", MaxResults: 2})
+	got := files(res)
+	if len(got) != 2 || got[1] != "c.md" {
+		t.Fatalf("MMR must prefer the different chunk over the duplicate as 2nd hit: %v", got)
+	}
+}
+
+func TestCacheFollowsGenerationAndBudget(t *testing.T) {
+	r := newRig(t, storetest.SQLite(t), false)
+	r.write(t, 1, "MEMORY.md", "# Facts\n\nFavourite colour: teal.\n")
+	if res := r.search(t, 1, recall.Query{Text: "colour"}); len(res.Hits) != 1 {
+		t.Fatal(res)
+	}
+	// A write indexed elsewhere (another replica) is seen without any invalidation message.
+	r.write(t, 1, "MEMORY.md", "# Facts\n\nFavourite colour: orange.\n")
+	res := r.search(t, 1, recall.Query{Text: "colour"})
+	if len(res.Hits) != 1 || !strings.Contains(res.Hits[0].Snippet, "orange") {
+		t.Fatalf("stale cache: %+v", res)
+	}
+	small := recall.NewSearcher(r.db.DB, lexical.NewAnalyzer(), recall.Settings{CacheBytes: 3000})
+	for a := int64(10); a < 20; a++ {
+		r.write(t, a, "MEMORY.md", "# Facts\n\n"+strings.Repeat("filler words here ", 20)+"\n")
+		if _, err := small.Search(context.Background(), a, recall.Query{Text: "filler"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, used := small.CacheStats(); used > 3000 {
+			t.Fatalf("cache uses %d bytes > budget 3000", used)
+		}
+	}
+	if n, _ := small.CacheStats(); n == 0 || n >= 10 {
+		t.Fatalf("LRU must keep some but not all agents within the budget, keeps %d", n)
+	}
+}
+
+func slogDiscard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

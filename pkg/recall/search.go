@@ -1,0 +1,496 @@
+package recall
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sync/singleflight"
+	"gorm.io/gorm"
+
+	"github.com/matememory/matememory/pkg/recall/embed"
+	"github.com/matememory/matememory/pkg/recall/lexical"
+	"github.com/matememory/matememory/pkg/store"
+)
+
+// Query is one search.
+type Query struct {
+	Text string
+	// MaxResults bounds the hits (0 = the default).
+	MaxResults int
+	// FilenamePrefix keeps files whose name starts with it ("memory/").
+	FilenamePrefix string
+	// Since and Until keep chunks dated within [Since, Until] (days, inclusive); zero = open.
+	Since, Until time.Time
+}
+
+// Hit is one recalled chunk: where to read it, what it says, and why it ranked.
+type Hit struct {
+	Filename    string  `json:"filename"`
+	StartLine   int     `json:"startLine"`
+	EndLine     int     `json:"endLine"`
+	Heading     string  `json:"heading,omitempty"`
+	Snippet     string  `json:"snippet"`
+	Date        string  `json:"date"`
+	Dated       bool    `json:"dated"`
+	FileVersion int64   `json:"fileVersion"`
+	Score       float64 `json:"score"`
+	// Lexical is BM25 normalised to the best lexical match (0–1); Vector the cosine (0–1);
+	// Decay the age factor applied (1 for undated files).
+	Lexical float64 `json:"lexical"`
+	Vector  float64 `json:"vector"`
+	Decay   float64 `json:"decay"`
+	// Exact is the share of the query's identifiers (tokens with digits, '-', '.', '_', '@'
+	// or '/', such as ORD-2026-0042 or db-prod-03.corp) found verbatim in the chunk.
+	Exact float64 `json:"exact,omitempty"`
+}
+
+// Modes of a result.
+const (
+	ModeHybrid  = "hybrid"
+	ModeLexical = "lexical"
+)
+
+// Result is the answer to a Query.
+type Result struct {
+	AgentID int64  `json:"agentId"`
+	Query   string `json:"query"`
+	// Mode is hybrid or lexical (no embedding endpoint, or it failed).
+	Mode string `json:"mode"`
+	// Degraded is true when an embedding endpoint is configured but failed for this search.
+	Degraded bool `json:"degraded"`
+	// Notice explains a lexical-only or degraded answer.
+	Notice string `json:"notice,omitempty"`
+	// Searched is the number of chunks of the agent considered.
+	Searched int   `json:"searched"`
+	Hits     []Hit `json:"hits"`
+}
+
+// cachedChunk is what a search needs of a chunk.
+type cachedChunk struct {
+	filename       string
+	startLine, end int
+	heading, text  string
+	fileVersion    int64
+	hash           string
+	date           time.Time
+	dated          bool
+	vec            []float32
+	ix             int // document number in the BM25 index
+}
+
+// Searcher answers queries from the database through a per-process cache.
+type Searcher struct {
+	db    *gorm.DB
+	emb   embed.Embedder
+	an    *lexical.Analyzer
+	set   Settings
+	now   func() time.Time
+	log   *slog.Logger
+	cache *cache
+	sf    singleflight.Group
+	qmu   sync.Mutex
+	qvecs map[string][]float32 // query embeddings, small and bounded
+}
+
+// SearcherOption configures a Searcher.
+type SearcherOption func(*Searcher)
+
+// SearchWithEmbedder sets the embedding endpoint (none: lexical only).
+func SearchWithEmbedder(e embed.Embedder) SearcherOption { return func(s *Searcher) { s.emb = e } }
+
+// SearchWithClock replaces time.Now (decay in tests).
+func SearchWithClock(now func() time.Time) SearcherOption { return func(s *Searcher) { s.now = now } }
+
+// SearchWithLogger sets the logger.
+func SearchWithLogger(l *slog.Logger) SearcherOption { return func(s *Searcher) { s.log = l } }
+
+// NewSearcher builds a searcher.
+func NewSearcher(db *gorm.DB, an *lexical.Analyzer, set Settings, opts ...SearcherOption) *Searcher {
+	set = set.withDefaults()
+	s := &Searcher{db: db, an: an, set: set, now: time.Now, log: slog.Default(), cache: newCache(set.CacheBytes),
+		qvecs: map[string][]float32{}}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Invalidate drops an agent's cached snapshot (an index message said it changed).
+func (s *Searcher) Invalidate(agentID int64) { s.cache.drop(agentID) }
+
+// CacheStats reports cached agents and bytes.
+func (s *Searcher) CacheStats() (agents int, bytes int64) { return s.cache.stats() }
+
+// Settings are the effective settings.
+func (s *Searcher) Settings() Settings { return s.set }
+
+// Validate checks a query without running it.
+func (s *Searcher) Validate(q Query) (Query, error) {
+	q.Text = strings.TrimSpace(q.Text)
+	switch {
+	case !utf8.ValidString(q.Text):
+		return q, invalidf("query is not valid UTF-8")
+	case q.Text == "":
+		return q, invalidf("query is empty; say what to look for, e.g. \"where does the user deploy\"")
+	case len(q.Text) > s.set.MaxQueryBytes:
+		return q, invalidf("query is %d bytes; at most %d allowed: search for the key words, not a whole document", len(q.Text), s.set.MaxQueryBytes)
+	case q.MaxResults < 0 || q.MaxResults > s.set.MaxResults:
+		return q, invalidf("maxResults must be between 1 and %d, got %d", s.set.MaxResults, q.MaxResults)
+	case !q.Since.IsZero() && !q.Until.IsZero() && q.Until.Before(q.Since):
+		return q, invalidf("until (%s) is before since (%s)", q.Until.Format(time.DateOnly), q.Since.Format(time.DateOnly))
+	case !utf8.ValidString(q.FilenamePrefix) || len(q.FilenamePrefix) > 256:
+		return q, invalidf("filenamePrefix must be valid UTF-8 of at most 256 bytes")
+	}
+	if q.MaxResults == 0 {
+		q.MaxResults = s.set.DefaultResults
+	}
+	return q, nil
+}
+
+// Search runs q over agentID's chunks, and only theirs.
+func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, error) {
+	q, err := s.Validate(q)
+	if err != nil {
+		return Result{}, err
+	}
+	ai, err := s.load(ctx, agentID)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{AgentID: agentID, Query: q.Text, Mode: ModeLexical, Hits: []Hit{}}
+
+	var qvec []float32
+	if s.emb == nil {
+		res.Notice = "no embedding endpoint configured (mate.embedding.base-url): lexical (BM25) search only"
+	} else if v, err := s.queryVector(ctx, q.Text); err != nil {
+		if ctx.Err() != nil {
+			return Result{}, ctx.Err()
+		}
+		res.Degraded = true
+		res.Notice = "embedding endpoint failed; lexical (BM25) results only: " + err.Error()
+		s.log.Warn("recall: query embedding failed; answering lexically", "agent", agentID, "err", err)
+	} else {
+		qvec = v
+		res.Mode = ModeHybrid
+	}
+
+	lex := ai.bm25.Score(s.an.Terms(q.Text))
+	sinceDay, untilDay := day(q.Since), day(q.Until)
+	type cand struct {
+		c               *cachedChunk
+		lex, vec, decay float64
+		exact           float64
+		score           float64
+	}
+	wv, wt := s.set.VectorWeight, s.set.TextWeight
+	cands := make([]cand, 0, 256)
+	maxLex := 0.0
+	for k := range ai.chunks {
+		c := &ai.chunks[k]
+		if q.FilenamePrefix != "" && !strings.HasPrefix(c.filename, q.FilenamePrefix) {
+			continue
+		}
+		if !sinceDay.IsZero() && day(c.date).Before(sinceDay) {
+			continue
+		}
+		if !untilDay.IsZero() && day(c.date).After(untilDay) {
+			continue
+		}
+		res.Searched++
+		l := lex[c.ix]
+		var v float64
+		if qvec != nil && len(c.vec) == len(qvec) {
+			v = math.Max(0, float64(embed.Dot(qvec, c.vec)))
+		}
+		// Without a lexical match a chunk scores at most its weighted cosine: skip it early
+		// when that cannot reach the minimum score.
+		if l == 0 && (v == 0 || v*wv/(wv+wt) < s.set.MinScore) {
+			continue
+		}
+		maxLex = math.Max(maxLex, l)
+		cands = append(cands, cand{c: c, lex: l, vec: v})
+	}
+	idents := identifiers(q.Text)
+	for k := range cands {
+		cd := &cands[k]
+		if maxLex > 0 {
+			cd.lex /= maxLex
+		}
+		// A chunk containing an identifier verbatim contains all its parts, so it scores
+		// high lexically: only those are scanned.
+		if len(idents) > 0 && cd.lex >= 0.3 {
+			low := strings.ToLower(cd.c.text)
+			for _, id := range idents {
+				if strings.Contains(low, id) {
+					cd.exact += 1 / float64(len(idents))
+				}
+			}
+		}
+		switch {
+		case qvec == nil || cd.c.vec == nil:
+			// No vector (lexical mode, or this chunk's embedding is still pending).
+			cd.score = cd.lex
+		default:
+			cd.score = (wv*cd.vec + wt*cd.lex) / (wv + wt)
+		}
+		// An identifier the user typed, found verbatim, outranks chunks that merely share
+		// its parts (stage, corp, 22) or resemble it semantically.
+		if s.set.ExactBoost > 0 {
+			cd.score += s.set.ExactBoost * cd.exact
+		}
+	}
+	now := s.now()
+	kept := cands[:0]
+	for _, cd := range cands {
+		if cd.score < s.set.MinScore {
+			continue
+		}
+		cd.decay = 1
+		if cd.c.dated && s.set.HalfLifeDays > 0 {
+			if age := now.Sub(cd.c.date).Hours() / 24; age > 0 {
+				f := s.set.DecayFloor
+				cd.decay = f + (1-f)*math.Pow(0.5, age/s.set.HalfLifeDays)
+			}
+		}
+		cd.score *= cd.decay
+		kept = append(kept, cd)
+	}
+	cands = kept
+	sort.Slice(cands, func(a, b int) bool {
+		if cands[a].score != cands[b].score {
+			return cands[a].score > cands[b].score
+		}
+		return cands[a].c.ix < cands[b].c.ix
+	})
+	if pool := 4 * q.MaxResults; len(cands) > pool {
+		cands = cands[:pool]
+	}
+
+	// MMR: take the best, then each time the candidate whose relevance minus its similarity
+	// to what is already taken is highest, so near-duplicates (an overlap, a fact repeated
+	// across daily notes) do not crowd out other hits.
+	var terms [][]string
+	if qvec == nil {
+		terms = make([][]string, len(cands))
+		for k, cd := range cands {
+			terms[k] = s.an.Terms(cd.c.text)
+		}
+	}
+	sim := func(a, b int) float64 {
+		ca, cb := cands[a].c, cands[b].c
+		if qvec != nil && ca.vec != nil && cb.vec != nil {
+			return float64(embed.Dot(ca.vec, cb.vec))
+		}
+		if terms == nil {
+			terms = make([][]string, len(cands))
+		}
+		for _, k := range []int{a, b} {
+			if terms[k] == nil {
+				terms[k] = s.an.Terms(cands[k].c.text)
+			}
+		}
+		return jaccard(terms[a], terms[b])
+	}
+	taken := make([]bool, len(cands))
+	var order []int
+	lambda := s.set.MMRLambda
+	dup := map[string]bool{}
+	for len(order) < q.MaxResults {
+		best, bestVal := -1, math.Inf(-1)
+		for k := range cands {
+			if taken[k] {
+				continue
+			}
+			maxSim := 0.0
+			for _, j := range order {
+				maxSim = math.Max(maxSim, sim(k, j))
+			}
+			if dup[cands[k].c.hash] {
+				taken[k] = true // the same text as a hit already taken (copied between files)
+				continue
+			}
+			val := lambda*cands[k].score - (1-lambda)*maxSim
+			if val > bestVal {
+				best, bestVal = k, val
+			}
+		}
+		if best < 0 {
+			break
+		}
+		taken[best] = true
+		dup[cands[best].c.hash] = true
+		order = append(order, best)
+	}
+	for _, k := range order {
+		cd := cands[k]
+		res.Hits = append(res.Hits, Hit{Filename: cd.c.filename, StartLine: cd.c.startLine, EndLine: cd.c.end,
+			Heading: cd.c.heading, Snippet: snippet(cd.c.text, s.set.SnippetBytes), Date: cd.c.date.Format(time.DateOnly),
+			Dated: cd.c.dated, FileVersion: cd.c.fileVersion, Score: round(cd.score), Lexical: round(cd.lex),
+			Vector: round(cd.vec), Decay: round(cd.decay), Exact: round(cd.exact)})
+	}
+	return res, nil
+}
+
+// identifiers are the query's tokens that look like identifiers (order numbers, host
+// names, e-mail addresses, paths, versions), lower-cased.
+func identifiers(q string) []string {
+	var out []string
+	for _, f := range strings.Fields(strings.ToLower(q)) {
+		f = strings.Trim(f, ",;:!?()[]{}\"'“”‘’，。；：！？（）")
+		if utf8.RuneCountInString(f) < 4 {
+			continue
+		}
+		if strings.ContainsAny(f, "0123456789-._@/") {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func round(x float64) float64 { return math.Round(x*1e4) / 1e4 }
+
+func day(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	y, m, d := t.Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+}
+
+func jaccard(a, b []string) float64 {
+	if len(a) == 0 || len(b) == 0 {
+		return 0
+	}
+	set := make(map[string]bool, len(a))
+	for _, t := range a {
+		set[t] = true
+	}
+	inter, union := 0, len(set)
+	seen := map[string]bool{}
+	for _, t := range b {
+		if seen[t] {
+			continue
+		}
+		seen[t] = true
+		if set[t] {
+			inter++
+		} else {
+			union++
+		}
+	}
+	return float64(inter) / float64(union)
+}
+
+func snippet(text string, n int) string {
+	if len(text) <= n {
+		return text
+	}
+	return truncate(text, n) + "…"
+}
+
+func (s *Searcher) model() string {
+	if s.emb == nil {
+		return ""
+	}
+	return s.emb.Model()
+}
+
+// queryVector embeds a query, remembering the last few hundred.
+func (s *Searcher) queryVector(ctx context.Context, text string) ([]float32, error) {
+	key := s.emb.Model() + "\x00" + text
+	s.qmu.Lock()
+	v, ok := s.qvecs[key]
+	s.qmu.Unlock()
+	if ok {
+		return v, nil
+	}
+	vs, err := s.emb.Embed(ctx, []string{text})
+	if err != nil {
+		return nil, err
+	}
+	s.qmu.Lock()
+	if len(s.qvecs) >= 512 {
+		clear(s.qvecs)
+	}
+	s.qvecs[key] = vs[0]
+	s.qmu.Unlock()
+	return vs[0], nil
+}
+
+// load returns the agent's snapshot, from the cache while its generation is current.
+func (s *Searcher) load(ctx context.Context, agentID int64) (*snapshot, error) {
+	gen, err := s.generation(ctx, agentID)
+	if err != nil {
+		return nil, err
+	}
+	if snap := s.cache.get(agentID); snap != nil && snap.generation == gen && snap.model == s.model() {
+		return snap, nil
+	}
+	v, err, _ := s.sf.Do(fmt.Sprint(agentID, "/", gen), func() (any, error) {
+		return s.build(ctx, agentID, gen)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*snapshot), nil
+}
+
+func (s *Searcher) generation(ctx context.Context, agentID int64) (int64, error) {
+	var row store.RecallAgent
+	err := s.db.WithContext(ctx).Where("agent_id = ?", agentID).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read recall generation of agent %d: %w", agentID, err)
+	}
+	return row.Generation, nil
+}
+
+// build reads the agent's chunks (and vectors for the model) from the database.
+func (s *Searcher) build(ctx context.Context, agentID, gen int64) (*snapshot, error) {
+	var rows []store.RecallChunk
+	if err := s.db.WithContext(ctx).
+		Select("filename", "ordinal", "start_line", "end_line", "heading", "text", "terms", "hash", "file_version", "note_date", "dated").
+		Where("agent_id = ?", agentID).Order("filename, ordinal").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("read chunks of agent %d: %w", agentID, err)
+	}
+	vecs := map[string][]float32{}
+	model := s.model()
+	if s.emb != nil {
+		var ems []store.RecallEmbedding
+		if err := s.db.WithContext(ctx).Select("hash", "vector").
+			Where("model = ? AND hash IN (?)", model,
+				s.db.Model(&store.RecallChunk{}).Select("hash").Where("agent_id = ?", agentID)).
+			Find(&ems).Error; err != nil {
+			return nil, fmt.Errorf("read vectors of agent %d: %w", agentID, err)
+		}
+		for _, e := range ems {
+			v, err := embed.Decode(e.Vector)
+			if err != nil {
+				return nil, fmt.Errorf("vector %s: %w", e.Hash, err)
+			}
+			vecs[e.Hash] = v
+		}
+	}
+	snap := &snapshot{agentID: agentID, generation: gen, model: model, chunks: make([]cachedChunk, len(rows))}
+	docs := make([][]string, len(rows))
+	for k, r := range rows {
+		docs[k] = lexical.SplitTerms(r.Terms)
+		snap.chunks[k] = cachedChunk{filename: r.Filename, startLine: r.StartLine, end: r.EndLine, heading: r.Heading,
+			text: r.Text, fileVersion: r.FileVersion, hash: r.Hash, date: r.NoteDate.UTC(), dated: r.Dated, vec: vecs[r.Hash], ix: k}
+		snap.bytes += int64(len(r.Filename) + len(r.Heading) + len(r.Text) + 4*len(vecs[r.Hash]) + 64 + 160)
+	}
+	snap.bm25 = lexical.NewIndex(docs)
+	snap.bytes += int64(snap.bm25.Bytes())
+	s.cache.put(snap)
+	return snap, nil
+}

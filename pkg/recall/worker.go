@@ -1,0 +1,360 @@
+package recall
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"gorm.io/gorm"
+
+	"github.com/matememory/matememory/pkg/bus"
+	"github.com/matememory/matememory/pkg/store"
+)
+
+// Subjects, stream and consumer of the indexer (docs/recall.md).
+const (
+	// SubjectIndex carries "a file of this agent changed": mate.recall.index.<agentId>.
+	SubjectIndex = "mate.recall.index"
+	// SubjectIndexed (core NATS, not stored) says the indexer committed new chunks of an
+	// agent: every API replica drops its cached snapshot of that agent.
+	SubjectIndexed = "mate.recall.indexed"
+	// Stream holds SubjectIndex.>.
+	Stream = "MATE_RECALL"
+	// Consumer is the indexers' shared durable pull consumer.
+	Consumer = "recall-indexer"
+)
+
+// Change is the payload of an index message.
+type Change struct {
+	AgentID  int64  `json:"agentId"`
+	Filename string `json:"filename"`
+	// Version is the file version the change produced (informational: the indexer always
+	// indexes the file's current state).
+	Version int64 `json:"version"`
+}
+
+// StreamConfig is MATE_RECALL: limits retention (messages are tiny and a replay is
+// harmless), a day of history, the pipeline's replicas.
+func StreamConfig(replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{Name: Stream, Subjects: []string{SubjectIndex + ".>"},
+		Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, MaxAge: 24 * time.Hour,
+		Replicas: max(replicas, 1), Duplicates: 2 * time.Minute,
+		Description: "MateMemory recall: workspace file changes to index"}
+}
+
+// ConsumerConfig is the indexers' durable consumer.
+func ConsumerConfig(ackWait time.Duration, maxDeliver int) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{Durable: Consumer, Description: "MateMemory recall indexers",
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait, MaxDeliver: maxDeliver,
+		FilterSubject: SubjectIndex + ".>", DeliverPolicy: jetstream.DeliverAllPolicy, MaxAckPending: 1000}
+}
+
+// Provision creates MATE_RECALL and the durable consumer (idempotent).
+func Provision(ctx context.Context, js jetstream.JetStream, replicas int, ackWait time.Duration, maxDeliver int) error {
+	if _, err := bus.EnsureStream(ctx, js, StreamConfig(replicas)); err != nil {
+		return err
+	}
+	_, err := bus.EnsureConsumer(ctx, js, Stream, ConsumerConfig(ackWait, maxDeliver))
+	return err
+}
+
+// Notifier publishes index messages after a workspace change committed. It never blocks a
+// write: a core-NATS publish is buffered by the client; if it is lost (connection down),
+// the reconciler finds the change by its update time.
+type Notifier struct {
+	nc  *nats.Conn
+	log *slog.Logger
+}
+
+// NewNotifier builds a notifier on its own connection.
+func NewNotifier(nc *nats.Conn, log *slog.Logger) *Notifier { return &Notifier{nc: nc, log: log} }
+
+// Changed is a workspace.ChangeHook.
+func (n *Notifier) Changed(_ context.Context, agentID int64, filename string, version int64) {
+	data, _ := json.Marshal(Change{AgentID: agentID, Filename: filename, Version: version})
+	if err := n.nc.Publish(bus.AgentSubject(SubjectIndex, agentID), data); err != nil {
+		n.log.Warn("recall: index message not published; the reconciler will pick the change up", "agent", agentID, "file", filename, "err", err)
+	}
+}
+
+// Worker consumes index messages and runs the reconciler.
+type Worker struct {
+	js        jetstream.JetStream
+	nc        *nats.Conn
+	db        *gorm.DB
+	ix        *Indexer
+	log       *slog.Logger
+	every     time.Duration
+	slack     time.Duration
+	conc      int
+	now       func() time.Time
+	mu        sync.Mutex
+	it        jetstream.MessagesContext
+	done      chan struct{}
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	processed func(Change, SyncResult, error)
+}
+
+// WorkerOption configures a Worker.
+type WorkerOption func(*Worker)
+
+// WorkerWithObserver calls fn after each message (tests, metrics).
+func WorkerWithObserver(fn func(Change, SyncResult, error)) WorkerOption {
+	return func(w *Worker) { w.processed = fn }
+}
+
+// NewWorker builds a worker; the stream and consumer must be provisioned.
+func NewWorker(js jetstream.JetStream, nc *nats.Conn, db *gorm.DB, ix *Indexer, log *slog.Logger, reconcileEvery time.Duration, opts ...WorkerOption) *Worker {
+	if reconcileEvery <= 0 {
+		reconcileEvery = Defaults().ReconcileInterval
+	}
+	w := &Worker{js: js, nc: nc, db: db, ix: ix, log: log, every: reconcileEvery, slack: 5 * time.Minute, conc: 4, now: time.Now}
+	for _, o := range opts {
+		o(w)
+	}
+	return w
+}
+
+// Start reconciles once in the background, then consumes messages and reconciles every
+// interval until Stop.
+func (w *Worker) Start(ctx context.Context) error {
+	cons, err := w.js.Consumer(ctx, Stream, Consumer)
+	if err != nil {
+		return fmt.Errorf("bind to consumer %s on %s: %w", Consumer, Stream, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(w.conc))
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", Stream, err)
+	}
+	w.mu.Lock()
+	w.it, w.done, w.stop = it, make(chan struct{}), make(chan struct{})
+	w.mu.Unlock()
+	go w.loop(it, w.done)
+	w.wg.Add(1)
+	go w.reconcileLoop(w.stop)
+	return nil
+}
+
+// Stop stops consuming, waits for messages in progress and the reconciler.
+func (w *Worker) Stop() {
+	w.mu.Lock()
+	it, done, stop := w.it, w.done, w.stop
+	w.it = nil
+	w.mu.Unlock()
+	if it == nil {
+		return
+	}
+	close(stop)
+	it.Drain()
+	<-done
+	w.wg.Wait()
+}
+
+func (w *Worker) loop(it jetstream.MessagesContext, done chan struct{}) {
+	defer close(done)
+	sem := make(chan struct{}, w.conc)
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return
+			}
+			w.log.Warn("recall: next message", "err", err)
+			continue
+		}
+		sem <- struct{}{}
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			defer func() { <-sem }()
+			w.process(msg)
+		}()
+	}
+}
+
+var indexSubject = regexp.MustCompile(`^` + regexp.QuoteMeta(SubjectIndex) + `\.([1-9][0-9]*)$`)
+
+func decodeChange(msg jetstream.Msg) (Change, error) {
+	var c Change
+	m := indexSubject.FindStringSubmatch(msg.Subject())
+	if m == nil {
+		return c, fmt.Errorf("subject %s is not %s.<agentId>", msg.Subject(), SubjectIndex)
+	}
+	if err := json.Unmarshal(msg.Data(), &c); err != nil {
+		return c, fmt.Errorf("undecodable index message: %v", err)
+	}
+	if strconv.FormatInt(c.AgentID, 10) != m[1] || c.Filename == "" {
+		return c, fmt.Errorf("index message for agent %d file %q published on %s", c.AgentID, c.Filename, msg.Subject())
+	}
+	return c, nil
+}
+
+func (w *Worker) process(msg jetstream.Msg) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := decodeChange(msg)
+	if err != nil {
+		if _, derr := bus.DeadLetter(ctx, w.js, bus.LetterFrom(msg, err.Error())); derr != nil {
+			_ = msg.NakWithDelay(5 * time.Second)
+			return
+		}
+		_ = msg.Term()
+		return
+	}
+	res, err := w.ix.Sync(ctx, c.AgentID, c.Filename)
+	if w.processed != nil {
+		w.processed(c, res, err)
+	}
+	if err != nil {
+		// Database down or the like: retry with backoff; the reconciler is the backstop
+		// after the last delivery.
+		attempt := uint64(1)
+		if md, merr := msg.Metadata(); merr == nil {
+			attempt = md.NumDelivered
+		}
+		w.log.Warn("recall: index failed; retrying", "agent", c.AgentID, "file", c.Filename, "attempt", attempt, "err", err)
+		_ = msg.NakWithDelay(min(time.Duration(1<<min(attempt, 8))*time.Second, time.Minute))
+		return
+	}
+	if res.Changed() {
+		w.announce(c.AgentID)
+	}
+	if err := msg.Ack(); err != nil {
+		w.log.Warn("recall: ack", "err", err)
+	}
+}
+
+// announce tells every replica's searcher that the agent's chunks changed.
+func (w *Worker) announce(agentID int64) {
+	if err := w.nc.Publish(bus.AgentSubject(SubjectIndexed, agentID), nil); err != nil {
+		w.log.Debug("recall: indexed notice not sent (searchers check the generation anyway)", "err", err)
+	}
+}
+
+func (w *Worker) reconcileLoop(stop chan struct{}) {
+	defer w.wg.Done()
+	t := time.NewTicker(w.every)
+	defer t.Stop()
+	for {
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		if _, err := w.Reconcile(ctx); err != nil && ctx.Err() == nil {
+			w.log.Warn("recall: reconcile", "err", err)
+		}
+		cancel()
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+const cursorName = "workspace"
+
+// ReconcileReport says what one sweep did.
+type ReconcileReport struct {
+	Checked, Changed int
+}
+
+// Reconcile syncs every file changed since the stored watermark (minus a slack for clock
+// skew between writers) and every file whose embeddings are pending, then moves the
+// watermark. It is what makes a lost index message (a crash between commit and publish, a
+// connection down) cost a delay, never a missed update.
+func (w *Worker) Reconcile(ctx context.Context) (ReconcileReport, error) {
+	var rep ReconcileReport
+	db := w.db.WithContext(ctx)
+	var cur store.RecallCursor
+	if err := db.Where("name = ?", cursorName).Take(&cur).Error; err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+		return rep, fmt.Errorf("read recall cursor: %w", err)
+	}
+	from := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC) // before any file; MySQL dates start at 1000
+	if !cur.UpdateTime.IsZero() {
+		from = cur.UpdateTime.Add(-w.slack)
+	}
+	high := cur.UpdateTime
+	type key struct {
+		AgentID  int64
+		Filename string
+	}
+	var lastID int64
+	lastTime := from
+	for {
+		var rows []store.WorkspaceFile
+		if err := db.Select("id", "agent_id", "filename", "update_time").
+			Where("update_time > ? OR (update_time = ? AND id > ?)", lastTime, lastTime, lastID).
+			Order("update_time, id").Limit(500).Find(&rows).Error; err != nil {
+			return rep, fmt.Errorf("scan workspace files: %w", err)
+		}
+		seen := map[key]bool{}
+		for _, r := range rows {
+			k := key{r.AgentID, r.Filename}
+			if !seen[k] {
+				seen[k] = true
+				if err := w.syncOne(ctx, r.AgentID, r.Filename, &rep); err != nil {
+					return rep, err
+				}
+			}
+			lastTime, lastID = r.UpdateTime, r.ID
+			if r.UpdateTime.After(high) {
+				high = r.UpdateTime
+			}
+		}
+		if len(rows) < 500 {
+			break
+		}
+	}
+	var pending []store.RecallFile
+	if err := db.Where("embed_pending = ?", true).Limit(200).Find(&pending).Error; err != nil {
+		return rep, fmt.Errorf("scan pending embeddings: %w", err)
+	}
+	for _, p := range pending {
+		if err := w.syncOne(ctx, p.AgentID, p.Filename, &rep); err != nil {
+			return rep, err
+		}
+	}
+	if high.After(cur.UpdateTime) {
+		cur = store.RecallCursor{Name: cursorName, UpdateTime: high}
+		if err := db.Save(&cur).Error; err != nil {
+			return rep, fmt.Errorf("store recall cursor: %w", err)
+		}
+	}
+	return rep, nil
+}
+
+func (w *Worker) syncOne(ctx context.Context, agentID int64, filename string, rep *ReconcileReport) error {
+	rep.Checked++
+	res, err := w.ix.Sync(ctx, agentID, filename)
+	if err != nil {
+		return err
+	}
+	if res.Changed() {
+		rep.Changed++
+		w.announce(agentID)
+	}
+	return nil
+}
+
+// Subscribe drops a searcher's cached agent whenever an indexer announces new chunks.
+func Subscribe(nc *nats.Conn, s *Searcher) (*nats.Subscription, error) {
+	return nc.Subscribe(SubjectIndexed+".*", func(m *nats.Msg) {
+		if id, err := strconv.ParseInt(m.Subject[len(SubjectIndexed)+1:], 10, 64); err == nil {
+			s.Invalidate(id)
+		}
+	})
+}

@@ -1,0 +1,203 @@
+package recall_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/matememory/matememory/pkg/bus"
+	"github.com/matememory/matememory/pkg/bus/bustest"
+	"github.com/matememory/matememory/pkg/recall"
+	"github.com/matememory/matememory/pkg/store"
+	"github.com/matememory/matememory/pkg/store/storetest"
+	"github.com/matememory/matememory/pkg/workspace"
+)
+
+type observed struct {
+	c   recall.Change
+	res recall.SyncResult
+	err error
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestWorkerIndexesRedeliveryAndCrashPaths(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		ctx := context.Background()
+		r := newRig(t, db, true)
+		_, dialer := bustest.Server(t)
+		nc, err := dialer.Connect("test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, _ := jetstream.New(nc)
+		if _, err := bus.EnsureStream(ctx, js, bus.DLQStreamConfig(1, time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if err := recall.Provision(ctx, js, 1, 30*time.Second, 5); err != nil {
+			t.Fatal(err)
+		}
+		seen := make(chan observed, 100)
+		w := recall.NewWorker(js, nc, db.DB, r.ix, slogDiscard(), time.Hour, recall.WorkerWithObserver(func(c recall.Change, res recall.SyncResult, err error) {
+			seen <- observed{c, res, err}
+		}))
+		if err := w.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		sub, err := recall.Subscribe(nc, r.se)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+
+		notifier := recall.NewNotifier(nc, slogDiscard())
+		ws := workspace.New(db.DB, workspace.WithDefaults("en", "UTC"), workspace.WithChangeHook(notifier.Changed))
+		ch := workspace.Change{Actor: store.ActorTool}
+
+		// 1. A write is indexed through the stream and found.
+		if _, err := ws.Append(ctx, 7, "memory/2026-05-31.md", "Shipped order ORD-2026-0777 to Lisbon.\n", "# 2026-05-31\n\n", ch); err != nil {
+			t.Fatal(err)
+		}
+		first := next(t, seen)
+		// Indexed by this delivery, or just before by the start-up reconcile: either way once.
+		if first.err != nil || first.c.AgentID != 7 || first.res.Chunks != 1 {
+			t.Fatalf("first delivery: %+v", first)
+		}
+		found := func(q string) bool {
+			res, err := r.se.Search(ctx, 7, recall.Query{Text: q})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range res.Hits {
+				if strings.Contains(h.Snippet, q) {
+					return true
+				}
+			}
+			return false
+		}
+		if !found("ORD-2026-0777") {
+			t.Fatal("indexed text not found")
+		}
+
+		// 2. Redelivery (a worker that crashed after committing, before acking): the same
+		// message again changes nothing and embeds nothing.
+		data, _ := json.Marshal(recall.Change{AgentID: 7, Filename: "memory/2026-05-31.md", Version: 1})
+		if _, err := js.Publish(ctx, "mate.recall.index.7", data); err != nil {
+			t.Fatal(err)
+		}
+		if o := next(t, seen); o.err != nil || o.res.Outcome != recall.Unchanged || o.res.EmbeddedTexts != 0 {
+			t.Fatalf("redelivered message must be a no-op: %+v", o)
+		}
+		var chunks int64
+		db.DB.Model(&store.RecallChunk{}).Where("agent_id = 7 AND filename = ?", "memory/2026-05-31.md").Count(&chunks)
+		if chunks != 1 {
+			t.Fatalf("%d chunks for one short file: indexed twice?", chunks)
+		}
+
+		// 3. An edit: the indexed notice drops the cached agent on this replica.
+		waitFor(t, "agent 7 cached", func() bool { found("Lisbon"); n, _ := r.se.CacheStats(); return n == 1 })
+		if _, _, err := ws.Edit(ctx, 7, "memory/2026-05-31.md", "Lisbon", "Porto", false, workspace.AnyVersion, ch); err != nil {
+			t.Fatal(err)
+		}
+		if o := next(t, seen); o.err != nil || o.res.Chunks != 1 {
+			t.Fatalf("edit: %+v", o)
+		}
+		waitFor(t, "the indexed notice to drop the cache", func() bool { n, _ := r.se.CacheStats(); return n == 0 })
+		if !found("Porto") || found("Lisbon") {
+			t.Fatal("edit not reflected")
+		}
+
+		// 4. A crash between commit and publish (a write whose message never left): the
+		// reconciler finds it by update time.
+		silent := workspace.New(db.DB, workspace.WithDefaults("en", "UTC"))
+		if _, _, err := silent.Write(ctx, 7, "MEMORY.md", "# Facts\n\nThe VPN gateway is vpn-gw-02.\n", workspace.AnyVersion, ch); err != nil {
+			t.Fatal(err)
+		}
+		if found("vpn-gw-02") {
+			t.Fatal("nothing indexed the silent write yet; the test would prove nothing")
+		}
+		rep, err := w.Reconcile(ctx)
+		if err != nil || rep.Changed < 1 {
+			t.Fatalf("reconcile: %+v %v", rep, err)
+		}
+		if !found("vpn-gw-02") {
+			t.Fatal("reconciled write not found")
+		}
+		if rep, err := w.Reconcile(ctx); err != nil || rep.Changed != 0 {
+			t.Fatalf("second reconcile must change nothing: %+v %v", rep, err)
+		}
+
+		// 5. Delete through the stream removes the chunks.
+		if err := ws.Delete(ctx, 7, "memory/2026-05-31.md", workspace.AnyVersion, ch); err != nil {
+			t.Fatal(err)
+		}
+		// Removed by this delivery (or by a reconcile sweep just before it: still once).
+		if o := next(t, seen); o.err != nil || o.res.Chunks != 0 {
+			t.Fatalf("delete: %+v", o)
+		}
+		db.DB.Model(&store.RecallChunk{}).Where("agent_id = 7 AND filename = ?", "memory/2026-05-31.md").Count(&chunks)
+		if chunks != 0 {
+			t.Fatalf("%d chunks of a deleted file left", chunks)
+		}
+		if found("Porto") {
+			t.Fatal("deleted text still found")
+		}
+
+		// 6. A poison message is dead-lettered, not retried forever.
+		if _, err := js.Publish(ctx, "mate.recall.index.7", []byte("{not json")); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the poison message in MATE_DLQ", func() bool {
+			dl, err := bus.ListDeadLetters(ctx, js, 0, "", 10)
+			return err == nil && len(dl) == 1 && strings.Contains(dl[0].Reason, "undecodable")
+		})
+	})
+}
+
+func next(t *testing.T, ch chan observed) observed {
+	t.Helper()
+	select {
+	case o := <-ch:
+		return o
+	case <-time.After(10 * time.Second):
+		t.Fatal("no index message processed within 10 s")
+	}
+	return observed{}
+}
+
+func TestBackfillIdempotent(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		ctx := context.Background()
+		r := newRig(t, db, true)
+		for a := int64(1); a <= 3; a++ {
+			if _, _, err := r.ws.Write(ctx, a, "memory/2026-05-01.md", "# 2026-05-01\n\nAgent fact.\n", workspace.AnyVersion, workspace.Change{Actor: store.ActorTool}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		calls := 0
+		rep, err := r.ix.Backfill(ctx, 0, func(done, total int, _ recall.BackfillReport) { calls++ })
+		// Each agent is seeded with 4 files plus the note.
+		if err != nil || rep.Files != 15 || rep.Indexed != 15 || calls != 15 {
+			t.Fatalf("first backfill: %v %v (progress calls %d)", rep, err, calls)
+		}
+		rep, err = r.ix.Backfill(ctx, 0, nil)
+		if err != nil || rep.Unchanged != 15 || rep.Indexed != 0 || rep.EmbeddedTexts != 0 {
+			t.Fatalf("second backfill must change nothing: %v %v", rep, err)
+		}
+	})
+}
