@@ -18,6 +18,7 @@ import (
 	"github.com/matememory/matememory/pkg/app"
 	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/event"
+	"github.com/matememory/matememory/pkg/eventpub"
 )
 
 // natsWithAccounts starts a one-node JetStream server with compose/nats/accounts.conf, the
@@ -122,7 +123,7 @@ func TestNATSAccountsAndPermissions(t *testing.T) {
 
 	// A chat service publishes an event with its own user; the workers extract it.
 	chat, chatErrs := connectAs(t, ns, "chat", "chat-password-0123456789")
-	pub, err := event.NewPublisher(chat, event.WithSharedConn(), event.WithTimeout(3*time.Second))
+	pub, err := eventpub.NewPublisher(chat, eventpub.WithSharedConn(), eventpub.WithTimeout(3*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/bus"
 	"github.com/matememory/matememory/pkg/config"
-	"github.com/matememory/matememory/pkg/event"
+	"github.com/matememory/matememory/pkg/eventpub"
 	"github.com/matememory/matememory/pkg/lease"
 	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/llm"
@@ -40,7 +40,7 @@ func (a *App) buildPipeline(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		pub, err := event.NewPublisher(nc, event.WithTracing(a.messaging()))
+		pub, err := eventpub.NewPublisher(nc, eventpub.WithTracing(a.messaging()))
 		if err != nil {
 			nc.Close()
 			return err

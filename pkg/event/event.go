@@ -6,18 +6,20 @@
 // POST /api/v1/events/conversation-completed or publishes it straight onto JetStream:
 //
 //	nc, _ := nats.Connect(url)
-//	pub, _ := event.NewPublisher(nc)
+//	pub, _ := eventpub.NewPublisher(nc) // pkg/eventpub
 //	defer pub.Close()
 //	ack, err := pub.PublishCompleted(ctx, &event.ConversationCompletedEvent{
 //		AgentID: 7, ConversationID: "c-42", UserMessage: "...", AssistantReply: "...",
 //		MessageCount: 6, TriggerSource: event.TriggerWeb,
 //	})
 //
-// The package depends on nats.go only (plus watermill for WatermillPublisherConfig), never
-// on the server, the database or the rest of MateMemory.
+// The package is the contract only and depends on the standard library alone (the Go client,
+// pkg/client, builds on it); pkg/eventpub publishes on JetStream with nats.go.
 package event
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -25,8 +27,6 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/google/uuid"
 )
 
 // Names shared with the workers (pkg/bus holds the same values; a test keeps them equal).
@@ -169,7 +169,7 @@ func (e *ConversationCompletedEvent) Subject() string { return CompletedSubject(
 // Complete fills an empty EventID (a UUID) and a zero OccurredAt (now).
 func (e *ConversationCompletedEvent) Complete(now time.Time) {
 	if e.EventID == "" {
-		e.EventID = uuid.NewString()
+		e.EventID = NewID()
 	}
 	if e.OccurredAt.IsZero() {
 		e.OccurredAt = now.UTC()
@@ -366,4 +366,16 @@ func jsonKind(s string) string {
 		}
 		return "a number"
 	}
+}
+
+// NewID returns a random (version 4) UUID, the id given to an event or request without one.
+func NewID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("event: no randomness: " + err.Error()) // crypto/rand never fails on supported platforms
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }

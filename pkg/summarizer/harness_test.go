@@ -24,6 +24,7 @@ import (
 	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/conversation"
 	"github.com/matememory/matememory/pkg/event"
+	"github.com/matememory/matememory/pkg/eventpub"
 	"github.com/matememory/matememory/pkg/httpapi"
 	"github.com/matememory/matememory/pkg/lease"
 	"github.com/matememory/matememory/pkg/ledger"
@@ -50,7 +51,7 @@ type harness struct {
 	buckets Buckets
 	llm     *llmtest.Server
 	llmCfg  llm.Config
-	pub     *event.Publisher
+	pub     *eventpub.Publisher
 	metrics *Metrics
 	now     func() time.Time
 	// syncAlways starts the server with fsync on every write (the shipped embedded setting).
@@ -127,7 +128,7 @@ func newHarness(t testing.TB, db storetest.DB, opts ...harnessOption) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.pub, err = event.NewPublisher(pnc, event.WithTimeout(2*time.Second))
+	h.pub, err = eventpub.NewPublisher(pnc, eventpub.WithTimeout(2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

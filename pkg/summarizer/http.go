@@ -18,6 +18,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/bus"
 	"github.com/matememory/matememory/pkg/event"
+	"github.com/matememory/matememory/pkg/eventpub"
 	"github.com/matememory/matememory/pkg/httpapi"
 	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/store"
@@ -26,7 +27,7 @@ import (
 
 // API holds what the pipeline's HTTP routes use.
 type API struct {
-	Publisher *event.Publisher
+	Publisher *eventpub.Publisher
 	Ledger    *ledger.Ledger
 	// JS reads and retries dead letters.
 	JS jetstream.JetStream
@@ -81,9 +82,9 @@ func (api API) publishCompleted(r *http.Request) (any, error) {
 
 func publishErr(err error) error {
 	switch {
-	case errors.Is(err, event.ErrTooLarge):
+	case errors.Is(err, eventpub.ErrTooLarge):
 		return &httpapi.Error{Status: http.StatusRequestEntityTooLarge, Msg: err.Error() + "; send fewer inline messages", Err: err}
-	case errors.Is(err, event.ErrUnavailable):
+	case errors.Is(err, eventpub.ErrUnavailable):
 		return &httpapi.Error{Status: http.StatusServiceUnavailable, Err: err,
 			Msg: "the event was not stored: JetStream is unavailable (" + err.Error() + "); retry with the same eventId, duplicates are discarded"}
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/event"
+	"github.com/matememory/matememory/pkg/eventpub"
 	"github.com/matememory/matememory/pkg/store/storetest"
 	"github.com/matememory/matememory/pkg/summarizer"
 )
@@ -48,7 +49,7 @@ func perProcess() int { return summarizer.SettingsFrom(config.Default()).Concurr
 // extraction, so the LLM calls needed are known) and a publisher straight onto JetStream.
 type benchEnv struct {
 	*env
-	pub *event.Publisher
+	pub *eventpub.Publisher
 	js  jetstream.JetStream
 	db  database
 }
@@ -65,7 +66,7 @@ func newBenchEnv(b *testing.B, procs int) *benchEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pub, err := event.NewPublisher(nc)
+	pub, err := eventpub.NewPublisher(nc)
 	if err != nil {
 		b.Fatal(err)
 	}

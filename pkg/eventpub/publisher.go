@@ -1,11 +1,13 @@
-package event
+// Package eventpub publishes MateMemory events (pkg/event) on JetStream and returns once the
+// stream has stored them. Chat services in Go import it; pkg/event, the contract, imports
+// nothing but the standard library.
+package eventpub
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/matememory/matememory/pkg/event"
 	"github.com/matememory/matememory/pkg/tracing"
 )
 
@@ -25,30 +28,6 @@ var ErrUnavailable = errors.New("jetstream unavailable: the event was not confir
 
 // ErrTooLarge: the event exceeds the server's maximum message size.
 var ErrTooLarge = errors.New("event too large for the message bus")
-
-// Ack is JetStream's confirmation that an event is stored.
-type Ack struct {
-	EventID string `json:"eventId"`
-	Stream  string `json:"stream"`
-	Seq     uint64 `json:"seq"`
-	// Duplicate is true when an event with this id was already stored (nothing new stored).
-	Duplicate bool `json:"duplicate"`
-}
-
-// Header names set on published events. HeaderWatermillUUID makes an event readable by a
-// watermill-nats subscriber (its NATSMarshaler takes the message UUID from it).
-const (
-	HeaderWatermillUUID = wmnats.WatermillUUIDHdr
-	HeaderContentType   = "Content-Type"
-)
-
-// MsgID is the JetStream message id (Nats-Msg-Id) of an event or summarize request:
-// "<agentId>:<id>". The stream deduplicates on it, so the id a client picks is unique per
-// agent only: two agents using the same event id never swallow each other's events.
-// Anyone publishing on the stream without this package must set the same header.
-func MsgID(agentID int64, id string) string {
-	return strconv.FormatInt(agentID, 10) + ":" + id
-}
 
 // Publisher publishes events on JetStream and waits for the stream's acknowledgement.
 //
@@ -102,21 +81,21 @@ func (p *Publisher) Close() {
 
 // PublishCompleted completes (id, time), validates and publishes e, and returns once
 // JetStream has stored it. An invalid event is an *InvalidError and is not published.
-func (p *Publisher) PublishCompleted(ctx context.Context, e *ConversationCompletedEvent) (Ack, error) {
+func (p *Publisher) PublishCompleted(ctx context.Context, e *event.ConversationCompletedEvent) (event.Ack, error) {
 	e.Complete(time.Now())
 	if err := e.Validate(); err != nil {
-		return Ack{}, err
+		return event.Ack{}, err
 	}
 	data, err := json.Marshal(e)
 	if err != nil {
-		return Ack{}, fmt.Errorf("encode event: %w", err)
+		return event.Ack{}, fmt.Errorf("encode event: %w", err)
 	}
-	return p.publish(ctx, e.Subject(), MsgID(e.AgentID, e.EventID), data, nil)
+	return p.publish(ctx, e.Subject(), event.MsgID(e.AgentID, e.EventID), data, nil)
 }
 
 // PublishSummarize publishes a manual summarize request (RequestID and RequestedAt are
 // filled when empty).
-func (p *Publisher) PublishSummarize(ctx context.Context, r *SummarizeRequest) (Ack, error) {
+func (p *Publisher) PublishSummarize(ctx context.Context, r *event.SummarizeRequest) (event.Ack, error) {
 	if r.RequestID == "" {
 		r.RequestID = uuid.NewString()
 	}
@@ -124,41 +103,41 @@ func (p *Publisher) PublishSummarize(ctx context.Context, r *SummarizeRequest) (
 		r.RequestedAt = time.Now().UTC()
 	}
 	if err := r.Validate(); err != nil {
-		return Ack{}, err
+		return event.Ack{}, err
 	}
 	data, err := json.Marshal(r)
 	if err != nil {
-		return Ack{}, fmt.Errorf("encode summarize request: %w", err)
+		return event.Ack{}, fmt.Errorf("encode summarize request: %w", err)
 	}
-	return p.publish(ctx, SummarizeSubject(r.AgentID), MsgID(r.AgentID, r.RequestID), data, nil)
+	return p.publish(ctx, event.SummarizeSubject(r.AgentID), event.MsgID(r.AgentID, r.RequestID), data, nil)
 }
 
 // publish stores data under the message id msgID (see MsgID); the Ack reports the caller's
 // own id (the part after the agent prefix).
-func (p *Publisher) publish(ctx context.Context, subject, msgID string, data []byte, h nats.Header) (Ack, error) {
+func (p *Publisher) publish(ctx context.Context, subject, msgID string, data []byte, h nats.Header) (event.Ack, error) {
 	_, id, _ := strings.Cut(msgID, ":")
 	if h == nil {
 		h = nats.Header{}
 	}
-	h.Set(HeaderWatermillUUID, msgID)
-	h.Set(HeaderContentType, "application/json")
+	h.Set(event.HeaderWatermillUUID, msgID)
+	h.Set(event.HeaderContentType, "application/json")
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	ack, err := p.tracing.PublishMsg(ctx, p.js, &nats.Msg{Subject: subject, Data: data, Header: h},
-		jetstream.WithMsgID(msgID), jetstream.WithExpectStream(Stream))
+		jetstream.WithMsgID(msgID), jetstream.WithExpectStream(event.Stream))
 	if err != nil {
 		if errors.Is(err, nats.ErrMaxPayload) {
-			return Ack{}, fmt.Errorf("%w: %d bytes, the server accepts at most %d", ErrTooLarge, len(data), p.nc.MaxPayload())
+			return event.Ack{}, fmt.Errorf("%w: %d bytes, the server accepts at most %d", ErrTooLarge, len(data), p.nc.MaxPayload())
 		}
-		return Ack{}, fmt.Errorf("%w: publish %s on %s: %v", ErrUnavailable, id, subject, err)
+		return event.Ack{}, fmt.Errorf("%w: publish %s on %s: %v", ErrUnavailable, id, subject, err)
 	}
-	return Ack{EventID: id, Stream: ack.Stream, Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
+	return event.Ack{EventID: id, Stream: ack.Stream, Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
 }
 
 // WatermillPublisherConfig configures a watermill-nats (pkg/nats) publisher for chat
 // services already built on watermill: JetStream on, AutoProvision off (the stream is
 // MateMemory's, provisioned by its processes), TrackMsgId on so that Nats-Msg-Id is the
-// message UUID, which WatermillMessage sets to MsgID(agentId, eventId). Publish it on the topic
+// message UUID, which WatermillMessage sets to event.MsgID(agentId, eventId). Publish it on the topic
 // e.Subject(). Such a publish waits for JetStream's acknowledgement but does not return
 // the stream sequence; use Publisher when you need it.
 func WatermillPublisherConfig() wmnats.PublisherPublishConfig {
@@ -173,8 +152,8 @@ func WatermillPublisherConfig() wmnats.PublisherPublishConfig {
 }
 
 // WatermillMessage completes and validates e and wraps it as a watermill message whose
-// UUID is MsgID(e.AgentID, e.EventID), the stream's deduplication id.
-func WatermillMessage(e *ConversationCompletedEvent) (*message.Message, error) {
+// UUID is event.MsgID(e.AgentID, e.EventID), the stream's deduplication id.
+func WatermillMessage(e *event.ConversationCompletedEvent) (*message.Message, error) {
 	e.Complete(time.Now())
 	if err := e.Validate(); err != nil {
 		return nil, err
@@ -183,7 +162,7 @@ func WatermillMessage(e *ConversationCompletedEvent) (*message.Message, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode event: %w", err)
 	}
-	m := message.NewMessage(MsgID(e.AgentID, e.EventID), data)
-	m.Metadata.Set(HeaderContentType, "application/json")
+	m := message.NewMessage(event.MsgID(e.AgentID, e.EventID), data)
+	m.Metadata.Set(event.HeaderContentType, "application/json")
 	return m, nil
 }
