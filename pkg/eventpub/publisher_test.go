@@ -133,4 +133,3 @@ func TestWatermillPublisherInterop(t *testing.T) {
 		t.Fatal("invalid event wrapped")
 	}
 }
-
