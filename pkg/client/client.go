@@ -9,8 +9,10 @@
 //	ack, err := c.PublishCompletion(ctx, &event.ConversationCompletedEvent{...})
 //
 // Every method takes ctx first and returns an *APIError when the API answers with an error
-// envelope; IsNotFound, IsConflict, IsForbidden and IsRetryable classify it. The package
-// depends on the standard library and pkg/event only, never on the server's database code.
+// envelope; errors.Is matches it against ErrNotFound, ErrConflict, ErrForbidden, ... (and
+// IsNotFound, IsConflict, IsForbidden, IsRetryable classify it too). Safe requests are
+// retried with backoff (WithRetry). WaitRun waits for an event's outcome. The package
+// depends on the standard library and pkg/event (itself standard library only).
 package client
 
 import (
@@ -29,17 +31,21 @@ import (
 
 // Client calls one MateMemory API. It is safe for concurrent use.
 type Client struct {
-	base   *url.URL
-	apiKey string
-	hc     *http.Client
+	base      *url.URL
+	apiKey    string
+	hc        *http.Client
+	retry     Retry
+	userAgent string
 }
 
 // Option configures a Client.
 type Option func(*options)
 
 type options struct {
-	hc      *http.Client
-	timeout time.Duration
+	hc        *http.Client
+	timeout   time.Duration
+	retry     *Retry
+	userAgent string
 }
 
 // WithHTTPClient sends requests through hc (for its transport, proxies, TLS settings).
@@ -72,7 +78,15 @@ func New(baseURL, apiKey string, opts ...Option) (*Client, error) {
 		cp.Timeout = o.timeout
 		hc = &cp
 	}
-	return &Client{base: u, apiKey: apiKey, hc: hc}, nil
+	c := &Client{base: u, apiKey: apiKey, hc: hc, retry: DefaultRetry, userAgent: o.userAgent}
+	if o.retry != nil {
+		c.retry = *o.retry
+		c.retry.Attempts = max(c.retry.Attempts, 1)
+	}
+	if c.userAgent == "" {
+		c.userAgent = "matememory-go-client"
+	}
+	return c, nil
 }
 
 // APIError is an error answer of the API: the HTTP status and the envelope's code and msg.
@@ -149,6 +163,9 @@ type request struct {
 	query  url.Values
 	body   any
 	header http.Header
+	// retrySafe: repeating the request cannot apply it twice (publishing an event with its
+	// id), so it is retried like a GET.
+	retrySafe bool
 }
 
 type envelope struct {
@@ -157,9 +174,21 @@ type envelope struct {
 	Data json.RawMessage `json:"data"`
 }
 
-// do sends r and decodes the envelope's data into out (when out is not nil). It returns the
-// response headers.
+// do sends r, retrying as the client's Retry allows, and decodes the envelope's data into out
+// (when out is not nil). It returns the response headers.
 func (c *Client) do(ctx context.Context, r request, out any) (http.Header, error) {
+	for attempt := 1; ; attempt++ {
+		h, err := c.doOnce(ctx, r, out)
+		if !c.shouldRetry(r, attempt, err) {
+			return h, err
+		}
+		if serr := sleep(ctx, c.backoff(attempt, h)); serr != nil {
+			return h, err
+		}
+	}
+}
+
+func (c *Client) doOnce(ctx context.Context, r request, out any) (http.Header, error) {
 	target := c.base.String() + r.path
 	if len(r.query) > 0 {
 		target += "?" + r.query.Encode()
@@ -188,6 +217,7 @@ func (c *Client) do(ctx context.Context, r request, out any) (http.Header, error
 		req.Header[k] = v
 	}
 	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", c.userAgent)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}

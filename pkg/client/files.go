@@ -118,6 +118,12 @@ func (c *Client) WriteFile(ctx context.Context, agentID int64, filename, content
 	return &out, nil
 }
 
+// CreateFile creates a file that must not exist yet: ErrConflict if it does (the named form
+// of WriteFile with CreateOnly).
+func (c *Client) CreateFile(ctx context.Context, agentID int64, filename, content string) (*WriteResult, error) {
+	return c.WriteFile(ctx, agentID, filename, content, CreateOnly)
+}
+
 // PatchFile changes a file's injection flag and order; ifMatch as for WriteFile (not
 // CreateOnly).
 func (c *Client) PatchFile(ctx context.Context, agentID int64, filename string, p FilePatch, ifMatchVersion int64) (*File, error) {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/matememory/matememory/pkg/event"
@@ -17,7 +18,7 @@ import (
 func (c *Client) PublishCompletion(ctx context.Context, e *event.ConversationCompletedEvent) (*event.Ack, error) {
 	e.Complete(time.Now())
 	var ack event.Ack
-	_, err := c.do(ctx, request{method: http.MethodPost, path: "/api/v1/events/conversation-completed", body: e}, &ack)
+	_, err := c.do(ctx, request{method: http.MethodPost, path: "/api/v1/events/conversation-completed", body: e, retrySafe: true}, &ack)
 	if err != nil {
 		return nil, err
 	}
@@ -26,27 +27,34 @@ func (c *Client) PublishCompletion(ctx context.Context, e *event.ConversationCom
 
 // Outcome statuses of a manual summarize or emergence.
 const (
-	StatusCompleted = "completed"
-	StatusSkipped   = "skipped"
+	StatusCompleted RunStatus = "completed"
+	StatusSkipped   RunStatus = "skipped"
 	// StatusRefused: the model's rewrite was refused by the guard (summarize only; emergence
 	// reports it as skipped with a "refused: " reason).
-	StatusRefused = "refused"
+	StatusRefused RunStatus = "refused"
 	// StatusPending: no outcome within the server's wait; the request stays queued and its
 	// outcome will be in Runs under RequestID.
-	StatusPending = "pending"
+	StatusPending RunStatus = "pending"
+	// StatusFailed: the attempt failed; it is retried unless Run.Final says otherwise.
+	StatusFailed RunStatus = "failed"
+	// StatusDeferred: the agent was in its cooldown or its lease was held; redelivered later.
+	StatusDeferred RunStatus = "deferred"
 )
+
+// RunStatus is the status of a run or of a manual request's outcome.
+type RunStatus string
 
 // RunOutcome is what a manual summarize or emergence really did. A failure is an *APIError
 // with status 500 and the spec's message (记忆提取失败: … / 记忆整合失败: …).
 type RunOutcome struct {
-	Status string `json:"status"`
+	Status RunStatus `json:"status"`
 	// Reason says why it was skipped or refused, or why it is still pending.
 	Reason string `json:"reason,omitempty"`
 	RunID  string `json:"runId,omitempty"`
 	// RequestID is the request's event id in the run ledger (RunFilter.EventID).
 	RequestID string `json:"requestId,omitempty"`
 	// RunStatus is the ledger's status of the run (emergence).
-	RunStatus string `json:"runStatus,omitempty"`
+	RunStatus RunStatus `json:"runStatus,omitempty"`
 }
 
 func memoryPath(agentID int64) string {
@@ -95,7 +103,7 @@ type Run struct {
 	AgentID       int64     `json:"agentId"`
 	EventID       string    `json:"eventId,omitempty"`
 	Conversations []string  `json:"conversations"`
-	Status        string    `json:"status"`
+	Status        RunStatus `json:"status"`
 	Reason        string    `json:"reason,omitempty"`
 	Model         string    `json:"model,omitempty"`
 	Provider      string    `json:"provider,omitempty"`
@@ -115,6 +123,19 @@ type RunFilter struct {
 	EventID string
 	// Limit caps the count (the server's default when 0; at most 1000).
 	Limit int
+}
+
+// Final reports whether nothing more will happen for the run's event: it completed, was
+// skipped or refused, or failed for good (dead-lettered). A failed or deferred run that is
+// not final is followed by another attempt.
+func (r Run) Final() bool {
+	switch r.Status {
+	case StatusCompleted, StatusSkipped, StatusRefused:
+		return true
+	case StatusFailed:
+		return strings.Contains(r.Reason, "dead-lettered")
+	}
+	return false
 }
 
 // Runs lists the agent's summarize and emergence runs, newest first.

@@ -290,6 +290,10 @@ func (s *Service) Handle(parent context.Context, job Job) Result {
 	// The reason may quote the model, which may quote the user: secrets are masked before
 	// it reaches the ledger or a manual caller.
 	res.Reason = guard.Redact(res.Reason)
+	if res.DeadLetter && !strings.Contains(res.Reason, "dead-lettered") {
+		// Final: nothing retries it (the Go client's WaitRun stops on this word).
+		res.Reason += " (dead-lettered)"
+	}
 	run.Status, run.Reason = res.Status, res.Reason
 	run.FilesChanged = res.FilesChanged
 	run.LatencyMs = time.Since(start).Milliseconds()

@@ -1,0 +1,165 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/matememory/matememory/pkg/app/apptest"
+	"github.com/matememory/matememory/pkg/client"
+	"github.com/matememory/matememory/pkg/event"
+)
+
+// Issue 12.4: a user waits for an event's outcome with one call, no polling loop.
+func TestWaitRun(t *testing.T) {
+	a := apptest.Start(t, "")
+	c := newClient(t, a, "")
+	e := &event.ConversationCompletedEvent{AgentID: 4, ConversationID: "c-wait", UserMessage: "Remember that my build server is ci-07.example",
+		AssistantReply: "Noted.", MessageCount: 4, TriggerSource: event.TriggerWeb, Messages: []event.Message{
+			{Role: "user", Content: "hello, I keep the builds running"}, {Role: "assistant", Content: "hi"},
+			{Role: "user", Content: "Remember that my build server is ci-07.example"}, {Role: "assistant", Content: "Noted."}}}
+	ack, err := c.PublishCompletion(ctx(t), e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := c.WaitRun(ctx(t), 4, ack.EventID, client.WithPollInterval(20*time.Millisecond, 200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !run.Final() || run.EventID != ack.EventID || (run.Status != client.StatusCompleted && run.Status != client.StatusSkipped) {
+		t.Fatalf("run %+v", run)
+	}
+	// An event that never ran: the wait ends with ctx, saying so.
+	short, cancel := contextWithTimeout(300 * time.Millisecond)
+	defer cancel()
+	if _, err := c.WaitRun(short, 4, "never-published"); err == nil || !strings.Contains(err.Error(), "no run yet") {
+		t.Fatalf("waiting for an unknown event: %v", err)
+	}
+}
+
+// Sentinel errors, the User-Agent, and the cron-job and dead-letter methods against the app.
+func TestSentinelsCronAndDeadLetters(t *testing.T) {
+	a := apptest.Start(t, "agent-key-0123456789=4;admin-key-0123456789=admin,*")
+	c := newClient(t, a, "agent-key-0123456789")
+	adm := newClient(t, a, "admin-key-0123456789")
+	if _, err := c.ReadFile(ctx(t), 4, "nope.md"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("missing file: %v", err)
+	}
+	if _, err := c.ReadFile(ctx(t), 5, "MEMORY.md"); !errors.Is(err, client.ErrForbidden) {
+		t.Fatalf("other agent: %v", err)
+	}
+	if _, err := c.CreateFile(ctx(t), 4, "MEMORY.md", "x"); !errors.Is(err, client.ErrConflict) {
+		t.Fatalf("create-only over a seeded file: %v", err)
+	}
+	if _, err := c.DeadLetters(ctx(t), client.DeadLetterFilter{}); !errors.Is(err, client.ErrForbidden) {
+		t.Fatalf("dead letters with an agent key: %v", err)
+	}
+	if dl, err := adm.DeadLetters(ctx(t), client.DeadLetterFilter{Limit: 10}); err != nil || len(dl) != 0 {
+		t.Fatalf("dead letters: %v %v", dl, err)
+	}
+	if _, err := adm.RetryDeadLetter(ctx(t), 999); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("retry of a missing dead letter: %v", err)
+	}
+
+	agent, name, expr, typ, msg := int64(4), "standup", "0 9 * * 1-5", "text", "Time for the standup"
+	j, err := c.CreateCronJob(ctx(t), client.CronJobInput{AgentID: &agent, Name: &name, CronExpression: &expr, TaskType: &typ, TriggerMessage: &msg})
+	if err != nil || j.ID == 0 || j.NextRunTime == nil {
+		t.Fatalf("create cron job: %+v %v", j, err)
+	}
+	bad := "every day"
+	if _, err := c.CreateCronJob(ctx(t), client.CronJobInput{AgentID: &agent, Name: &name, CronExpression: &bad, TaskType: &typ, TriggerMessage: &msg}); !errors.Is(err, client.ErrBadRequest) {
+		t.Fatalf("bad expression: %v", err)
+	}
+	off := false
+	if u, err := c.UpdateCronJob(ctx(t), j.ID, client.CronJobInput{Enabled: &off}); err != nil || u.Enabled {
+		t.Fatalf("disable: %+v %v", u, err)
+	}
+	jobs, err := c.CronJobs(ctx(t), client.CronJobFilter{AgentID: 4})
+	if err != nil || len(jobs) != 2 { // the seeded consolidation job and ours
+		t.Fatalf("cron jobs: %+v %v", jobs, err)
+	}
+	if err := c.DeleteCronJob(ctx(t), j.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CronJob(ctx(t), j.ID); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("deleted job: %v", err)
+	}
+}
+
+// Safe requests are retried with backoff, honouring Retry-After; a POST is retried only on
+// 429 (the server did nothing); the User-Agent is sent.
+func TestRetries(t *testing.T) {
+	var gets, posts atomic.Int32
+	var ua atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ua.Store(r.Header.Get("User-Agent"))
+		w.Header().Set("Content-Type", "application/json")
+		switch r.Method {
+		case http.MethodGet:
+			if gets.Add(1) < 3 {
+				w.Header().Set("Retry-After", "0")
+				w.WriteHeader(503)
+				fmt.Fprint(w, `{"code":503,"msg":"jetstream unavailable"}`)
+				return
+			}
+			fmt.Fprint(w, `{"code":200,"data":{"content":"ok","version":1}}`)
+		default:
+			n := posts.Add(1)
+			if strings.Contains(r.URL.Path, "/limited/") && n == 1 {
+				w.Header().Set("Retry-After", "1")
+				w.WriteHeader(429)
+				fmt.Fprint(w, `{"code":429,"msg":"slow down"}`)
+				return
+			}
+			w.WriteHeader(503)
+			fmt.Fprint(w, `{"code":503,"msg":"database unavailable"}`)
+		}
+	}))
+	defer srv.Close()
+	c, err := client.New(srv.URL, "", client.WithRetry(client.Retry{Attempts: 4, Base: 5 * time.Millisecond, Max: 2 * time.Second}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := c.ReadFile(ctx(t), 1, "a.md")
+	if err != nil || f.Content != "ok" || gets.Load() != 3 {
+		t.Fatalf("GET after two 503s: %+v %v (%d tries)", f, err, gets.Load())
+	}
+	if got, _ := ua.Load().(string); !strings.HasPrefix(got, "matememory-go-client") {
+		t.Fatalf("User-Agent %q", got)
+	}
+	if _, err := c.StoreMessages(ctx(t), 1, "c", client.Message{Role: "user", Content: "x"}); !errors.Is(err, client.ErrUnavailable) || posts.Load() != 1 {
+		t.Fatalf("a POST must not be repeated after a 503: %v (%d tries)", err, posts.Load())
+	}
+	posts.Store(0)
+	start := time.Now()
+	_, err = c.StoreMessages(ctx(t), 1, "limited", client.Message{Role: "user", Content: "x"})
+	if posts.Load() != 2 || time.Since(start) < 900*time.Millisecond {
+		t.Fatalf("429 with Retry-After: 1: %d tries after %s (%v)", posts.Load(), time.Since(start), err)
+	}
+}
+
+// The client's build pulls nothing but the standard library and the event contract.
+func TestClientDependsOnTheStandardLibraryOnly(t *testing.T) {
+	out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "github.com/matememory/matememory/pkg/client").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if p != "github.com/matememory/matememory/pkg/client" && p != "github.com/matememory/matememory/pkg/event" {
+			t.Errorf("pkg/client depends on %s", p)
+		}
+	}
+}
+
+func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}
