@@ -171,43 +171,8 @@ func rootCommand(defaultTarget string, stdin io.Reader, stdout, stderr io.Writer
 			return exit(migrateDB(ctx, cfg, false, stdout, stderr))
 		},
 	})
-	// replay and mcp-stdio keep their own flag sets (their tests and docs use them); help is
-	// theirs, and exits 0.
-	replayCmd := &cobra.Command{
-		Use:                "replay [--agent N] [--since T] [--until T] [--from-seq N] [--to-seq N] [--dry-run]",
-		Short:              "Feed events stored on MATE_EVENTS through the summarizer again (idempotent)",
-		DisableFlagParsing: true,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if wantsHelp(args) {
-				return exit(replay(context.Background(), config.Default(), slog.New(slog.DiscardHandler), []string{"-h"}, stdout, stdout))
-			}
-			cfg, log, err := load()
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalCtx()
-			defer stop()
-			return exit(replay(ctx, cfg, log, args, stdout, stderr))
-		},
-	}
-	mcpCmd := &cobra.Command{
-		Use:                "mcp-stdio --agent N [--language zh|en]",
-		Short:              "Serve one agent's memory tools over MCP on stdin/stdout",
-		DisableFlagParsing: true,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if wantsHelp(args) {
-				return exit(mcpStdio(context.Background(), config.Default(), slog.New(slog.DiscardHandler), []string{"-h"}, stdin, stdout, stdout))
-			}
-			cfg, log, err := load()
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalCtx()
-			defer stop()
-			return exit(mcpStdio(ctx, cfg, log, args, stdin, stdout, stderr))
-		},
-	}
-	// reindex and eval (memory search) keep their own flag sets too.
+	// replay, mcp-stdio, reindex and eval keep their own flag sets (their tests and docs use them);
+	// help is theirs, and exits 0.
 	flagged := func(use, short string, run func(ctx context.Context, cfg config.Config, log *slog.Logger, args []string, stdout, stderr io.Writer) int) *cobra.Command {
 		return &cobra.Command{
 			Use: use, Short: short, DisableFlagParsing: true,
@@ -225,6 +190,12 @@ func rootCommand(defaultTarget string, stdin io.Reader, stdout, stderr io.Writer
 			},
 		}
 	}
+	replayCmd := flagged("replay [--agent N] [--since T] [--until T] [--from-seq N] [--to-seq N] [--dry-run]",
+		"Feed events stored on MATE_EVENTS through the summarizer again (idempotent)", replay)
+	mcpCmd := flagged("mcp-stdio --agent N [--language zh|en]", "Serve one agent's memory tools over MCP on stdin/stdout",
+		func(ctx context.Context, cfg config.Config, log *slog.Logger, args []string, out, errw io.Writer) int {
+			return mcpStdio(ctx, cfg, log, args, stdin, out, errw)
+		})
 	reindexCmd := flagged("reindex [--agent N]", "Index every memory file for search again (idempotent; progress and a summary)", reindex)
 	evalCmd := flagged("eval [--set file.json] [--k 5]", "Run the memory-search evaluation against the configured embedding endpoint", evalRecall)
 	root.AddCommand(migrate, replayCmd, mcpCmd, reindexCmd, evalCmd)

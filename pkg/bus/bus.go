@@ -15,6 +15,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/matememory/matememory/pkg/config"
 )
 
 // EmbeddedOptions configures an in-process NATS server with JetStream.
@@ -58,7 +60,7 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 	if o.Listen == "" {
 		opts.DontListen = true
 	} else {
-		if !o.Auth.Required() && !loopback(o.Listen) {
+		if !o.Auth.Required() && !config.LoopbackOnly(o.Listen) {
 			return nil, fmt.Errorf("embedded nats: refusing to listen on %s without credentials: anyone reaching it could read every agent's conversations and publish events; set mate.nats.user and mate.nats.password (or mate.nats.nkey-seed-file), or listen on 127.0.0.1", o.Listen)
 		}
 		host, port, err := net.SplitHostPort(o.Listen)
@@ -92,18 +94,6 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 		return nil, errors.New("embedded nats: not ready after 15s")
 	}
 	return ns, nil
-}
-
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // Dialer opens NATS connections either to an in-process server or to URLs.
