@@ -231,10 +231,14 @@ func (a *App) newWorkspace(db *gorm.DB) *workspace.Service {
 
 // build wires the routes and workers of the targets this process runs.
 func (a *App) build(ctx context.Context) error {
-	rest.RegisterWorkspace(a.HTTP, a.Workspace)
-	rest.RegisterMessages(a.HTTP, a.Messages, a.Workspace)
-	rest.RegisterTools(a.HTTP, a.Tools)
-	mcpserver.Register(a.HTTP, a.Tools, a.Log)
+	// Only a process running the API serves /api/v1 and MCP; the summarizer, emergence and
+	// scheduler processes serve /healthz, /readyz and /metrics alone.
+	if a.Has(TargetAPI) {
+		rest.RegisterWorkspace(a.HTTP, a.Workspace)
+		rest.RegisterMessages(a.HTTP, a.Messages, a.Workspace)
+		rest.RegisterTools(a.HTTP, a.Tools)
+		mcpserver.Register(a.HTTP, a.Tools, a.Log)
+	}
 	if err := a.buildWindow(ctx); err != nil {
 		return err
 	}
