@@ -338,7 +338,7 @@ func composeNATSNode(t *testing.T, name string, s *composeService) (*server.Opti
 	}
 	var errs []error
 	if !opts.JetStream || !opts.SyncAlways {
-		errs = append(errs, fmt.Errorf("%s: JetStream must be on and fsync every write (sync_interval: always, DESIGN.md §8); got jetstream=%v sync_always=%v", where, opts.JetStream, opts.SyncAlways))
+		errs = append(errs, fmt.Errorf("%s: JetStream must be on and fsync every write (sync_interval: always, the design's durability rule); got jetstream=%v sync_always=%v", where, opts.JetStream, opts.SyncAlways))
 	}
 	stored := false
 	for _, v := range s.Volumes {
