@@ -175,6 +175,9 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	a.NC = nc
 	a.onClose(nc.Close)
+	if err := bus.CheckServerVersion(nc.ConnectedServerVersion()); err != nil {
+		return nil, fmt.Errorf("mate.nats.url %q: %w", m.NATS.URL, err)
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
