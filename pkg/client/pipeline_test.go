@@ -96,7 +96,8 @@ func TestPublishCompletion(t *testing.T) {
 		t.Fatalf("retry ack = %+v, want a duplicate of %+v", again, ack)
 	}
 
-	bad := &event.ConversationCompletedEvent{AgentID: 1, ConversationID: "c-pub", TriggerSource: "pigeon"}
+	// Any source name is accepted (a chat service's own channels); one with a space is not.
+	bad := &event.ConversationCompletedEvent{AgentID: 1, ConversationID: "c-pub", TriggerSource: "carrier pigeon"}
 	if _, err := c.PublishCompletion(ctx(t), bad); !client.IsBadRequest(err) || !strings.Contains(err.Error(), "triggerSource") {
 		t.Fatalf("invalid event: err = %v", err)
 	}

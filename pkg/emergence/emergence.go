@@ -532,7 +532,9 @@ func (w *Worker) attempt(ctx context.Context, req Request, run *ledger.Run) erro
 		if !reply.ShouldUpdate {
 			return done(store.RunSkipped, "the model saw nothing to consolidate: "+oneLine(reply.Reason)+suffix)
 		}
-		content := guard.Redact(reply.MemoryContent)
+		// Trimmed as the summarizer trims memory_update: a model's leading blank line or
+		// trailing spaces never reach MEMORY.md.
+		content := strings.TrimSpace(guard.Redact(reply.MemoryContent))
 		base := cur
 		if workspace.IsSeed(MemoryFile, cur) {
 			// The seeded template holds no user information: replacing it loses nothing.

@@ -10,8 +10,8 @@ import (
 
 // DecodeCompletedMsg is DecodeCompleted for a message read from the stream. An event whose
 // body has no eventId (a watermill publisher that carries the id only as the message UUID)
-// takes it from the watermill UUID header, else from Nats-Msg-Id, without the "<agentId>:"
-// prefix MsgID adds: the id the stream deduplicated the message on.
+// takes it from the watermill UUID header, else from Nats-Msg-Id (without an "<agentId>:"
+// prefix, should the id be scoped by agent): the id the stream deduplicated the message on.
 func DecodeCompletedMsg(data []byte, h nats.Header) (*ConversationCompletedEvent, error) {
 	var e ConversationCompletedEvent
 	if err := json.Unmarshal(data, &e); err != nil {

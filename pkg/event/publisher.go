@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	wmnats "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/nats"
@@ -41,14 +39,6 @@ const (
 	HeaderWatermillUUID = wmnats.WatermillUUIDHdr
 	HeaderContentType   = "Content-Type"
 )
-
-// MsgID is the JetStream message id (Nats-Msg-Id) of an event or summarize request:
-// "<agentId>:<id>". The stream deduplicates on it, so the id a client picks is unique per
-// agent only: two agents using the same event id never swallow each other's events.
-// Anyone publishing on the stream without this package must set the same header.
-func MsgID(agentID int64, id string) string {
-	return strconv.FormatInt(agentID, 10) + ":" + id
-}
 
 // Publisher publishes events on JetStream and waits for the stream's acknowledgement.
 //
@@ -111,7 +101,7 @@ func (p *Publisher) PublishCompleted(ctx context.Context, e *ConversationComplet
 	if err != nil {
 		return Ack{}, fmt.Errorf("encode event: %w", err)
 	}
-	return p.publish(ctx, e.Subject(), MsgID(e.AgentID, e.EventID), data, nil)
+	return p.publish(ctx, e.Subject(), e.EventID, data, nil)
 }
 
 // PublishSummarize publishes a manual summarize request (RequestID and RequestedAt are
@@ -130,22 +120,19 @@ func (p *Publisher) PublishSummarize(ctx context.Context, r *SummarizeRequest) (
 	if err != nil {
 		return Ack{}, fmt.Errorf("encode summarize request: %w", err)
 	}
-	return p.publish(ctx, SummarizeSubject(r.AgentID), MsgID(r.AgentID, r.RequestID), data, nil)
+	return p.publish(ctx, SummarizeSubject(r.AgentID), r.RequestID, data, nil)
 }
 
-// publish stores data under the message id msgID (see MsgID); the Ack reports the caller's
-// own id (the part after the agent prefix).
-func (p *Publisher) publish(ctx context.Context, subject, msgID string, data []byte, h nats.Header) (Ack, error) {
-	_, id, _ := strings.Cut(msgID, ":")
+func (p *Publisher) publish(ctx context.Context, subject, id string, data []byte, h nats.Header) (Ack, error) {
 	if h == nil {
 		h = nats.Header{}
 	}
-	h.Set(HeaderWatermillUUID, msgID)
+	h.Set(HeaderWatermillUUID, id)
 	h.Set(HeaderContentType, "application/json")
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	ack, err := p.tracing.PublishMsg(ctx, p.js, &nats.Msg{Subject: subject, Data: data, Header: h},
-		jetstream.WithMsgID(msgID), jetstream.WithExpectStream(Stream))
+		jetstream.WithMsgID(id), jetstream.WithExpectStream(Stream))
 	if err != nil {
 		if errors.Is(err, nats.ErrMaxPayload) {
 			return Ack{}, fmt.Errorf("%w: %d bytes, the server accepts at most %d", ErrTooLarge, len(data), p.nc.MaxPayload())
@@ -158,7 +145,7 @@ func (p *Publisher) publish(ctx context.Context, subject, msgID string, data []b
 // WatermillPublisherConfig configures a watermill-nats (pkg/nats) publisher for chat
 // services already built on watermill: JetStream on, AutoProvision off (the stream is
 // MateMemory's, provisioned by its processes), TrackMsgId on so that Nats-Msg-Id is the
-// message UUID, which WatermillMessage sets to MsgID(agentId, eventId). Publish it on the topic
+// message UUID, which WatermillMessage sets to the event id. Publish it on the topic
 // e.Subject(). Such a publish waits for JetStream's acknowledgement but does not return
 // the stream sequence; use Publisher when you need it.
 func WatermillPublisherConfig() wmnats.PublisherPublishConfig {
@@ -173,7 +160,7 @@ func WatermillPublisherConfig() wmnats.PublisherPublishConfig {
 }
 
 // WatermillMessage completes and validates e and wraps it as a watermill message whose
-// UUID is MsgID(e.AgentID, e.EventID), the stream's deduplication id.
+// UUID is the event id.
 func WatermillMessage(e *ConversationCompletedEvent) (*message.Message, error) {
 	e.Complete(time.Now())
 	if err := e.Validate(); err != nil {
@@ -183,7 +170,7 @@ func WatermillMessage(e *ConversationCompletedEvent) (*message.Message, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode event: %w", err)
 	}
-	m := message.NewMessage(MsgID(e.AgentID, e.EventID), data)
+	m := message.NewMessage(e.EventID, data)
 	m.Metadata.Set(HeaderContentType, "application/json")
 	return m, nil
 }

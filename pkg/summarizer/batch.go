@@ -304,17 +304,12 @@ func (s *Service) setCooldown(ctx context.Context, agentID int64, runID string) 
 	}
 }
 
-// ingest stores an event's inline messages once: the effect key of the event, scoped by
-// agent (messagesKey), is inserted in the same transaction, so a redelivered or replayed
-// event stores nothing again, and another agent's event with the same id is not mistaken
-// for it.
+// ingest stores an event's inline messages once: the effect key of the event is inserted
+// in the same transaction, so a redelivered or replayed event stores nothing again.
 func (s *Service) ingest(ctx context.Context, ev *event.ConversationCompletedEvent) error {
 	now := s.d.Now().UTC()
 	return s.d.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if done, err := legacyIngested(tx, ev); err != nil || done {
-			return err
-		}
-		if err := tx.Create(&store.AppliedEffect{Key: messagesKey(ev.AgentID, ev.EventID), CreateTime: now}).Error; err != nil {
+		if err := tx.Create(&store.AppliedEffect{Key: "event:messages:" + ev.EventID, CreateTime: now}).Error; err != nil {
 			if store.IsDuplicate(err) {
 				return nil
 			}
@@ -327,25 +322,4 @@ func (s *Service) ingest(ctx context.Context, ev *event.ConversationCompletedEve
 		}
 		return tx.CreateInBatches(&rows, 500).Error
 	})
-}
-
-// messagesKey is the effect key of an event's inline messages: "event:messages:<agentId>:<eventId>".
-func messagesKey(agentID int64, eventID string) string {
-	return "event:messages:" + strconv.FormatInt(agentID, 10) + ":" + eventID
-}
-
-// legacyIngested recognises an event stored before the key was scoped by agent: its key was
-// "event:messages:<eventId>", shared by every agent. The messages were inserted in the same
-// transaction with the key's create time, so the key is this event's only if this agent's
-// conversation has messages with exactly that time; another agent's key is ignored.
-func legacyIngested(tx *gorm.DB, ev *event.ConversationCompletedEvent) (bool, error) {
-	var eff store.AppliedEffect
-	err := tx.Where(&store.AppliedEffect{Key: "event:messages:" + ev.EventID}).Limit(1).Find(&eff).Error
-	if err != nil || eff.Key == "" {
-		return false, err
-	}
-	var n int64
-	err = tx.Model(&store.Message{}).Where("agent_id = ? AND conversation_id = ? AND create_time = ?",
-		ev.AgentID, ev.ConversationID, eff.CreateTime).Count(&n).Error
-	return n > 0, err
 }

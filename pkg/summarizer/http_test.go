@@ -79,7 +79,7 @@ func TestPublishEndpoint(t *testing.T) {
 	bad := []struct{ name, body, msg string }{
 		{"agent", strings.Replace(validEvent, `"agentId":1`, `"agentId":0`, 1), "agentId must be a positive number"},
 		{"conversation", strings.Replace(validEvent, `"conversationId":"c1"`, `"conversationId":" "`, 1), "conversationId is empty"},
-		{"trigger", strings.Replace(validEvent, `"web"`, `"fax"`, 1), `triggerSource "fax" is not supported; accepted: web, channel, cron, api`},
+		{"trigger", strings.Replace(validEvent, `"web"`, `"fax machine"`, 1), `triggerSource "fax machine" may not contain spaces`},
 		{"count", strings.Replace(validEvent, `"messageCount":4`, `"messageCount":-1`, 1), "messageCount must be 0 or more"},
 		{"role", strings.Replace(validEvent, `"web"`, `"web","messages":[{"role":"robot","content":"x"}]`, 1), `messages[0]: role "robot"`},
 		{"unknown field", strings.Replace(validEvent, `"web"`, `"web","agent":1`, 1), "unknown field"},

@@ -24,9 +24,9 @@ func TestEventIDFromHeaders(t *testing.T) {
 	for _, m := range []*nats.Msg{
 		// watermill-nats: the UUID header and, with TrackMsgId, Nats-Msg-Id.
 		{Subject: event.CompletedSubject(5), Data: body, Header: nats.Header{event.HeaderWatermillUUID: {"wm-uuid-1"}, nats.MsgIdHdr: {"wm-uuid-1"}}},
-		// Nats-Msg-Id alone, as MsgID writes it ("<agentId>:<id>").
+		// Nats-Msg-Id alone, scoped by agent ("<agentId>:<id>").
 		{Subject: event.CompletedSubject(5), Data: []byte(`{"agentId":5,"conversationId":"c2","userMessage":"how should we plan the release?","assistantReply":"ok","messageCount":4,"triggerSource":"web"}`),
-			Header: nats.Header{nats.MsgIdHdr: {event.MsgID(5, "msg-id-2")}}},
+			Header: nats.Header{nats.MsgIdHdr: {"5:msg-id-2"}}},
 	} {
 		if _, err := h.js.PublishMsg(context.Background(), m); err != nil {
 			t.Fatal(err)
