@@ -266,9 +266,9 @@ func checkCompose(t *testing.T, p *composeProject, shell map[string]string) []er
 		errs = append(errs, checkNATSURLs(where, cfg.Mate.NATS.URL, nodes)...)
 		errs = append(errs, checkDSN(where, cfg.Mate.Database.DSN, p)...)
 
-		if len(s.Command) > 1 { // a one-shot command (migrate)
-			if strings.Join(s.Command, " ") != binaryPath("api")+" migrate" || s.Restart != "no" {
-				errs = append(errs, fmt.Errorf("%s: a one-shot service must run `api migrate` with restart \"no\"", where))
+		if contains(s.Command, "migrate") { // a one-shot command
+			if strings.Join(s.Command, " ") != migrateCommand || s.Restart != "no" {
+				errs = append(errs, fmt.Errorf("%s: a one-shot service must run `%s` with restart \"no\"", where, migrateCommand))
 			}
 			continue
 		}
@@ -350,7 +350,7 @@ func composeNATSNode(t *testing.T, name string, s *composeService, shell map[str
 		}
 	}
 	if !opts.JetStream || !opts.SyncAlways {
-		errs = append(errs, fmt.Errorf("%s: JetStream must be on and fsync every write (sync_interval: always, DESIGN.md §8); got jetstream=%v sync_always=%v", where, opts.JetStream, opts.SyncAlways))
+		errs = append(errs, fmt.Errorf("%s: JetStream must be on and fsync every write (sync_interval: always, the design's durability rule); got jetstream=%v sync_always=%v", where, opts.JetStream, opts.SyncAlways))
 	}
 	stored := false
 	for _, v := range s.Volumes {
@@ -461,13 +461,15 @@ func TestCompose(t *testing.T) {
 	}
 	var bins []string
 	for _, name := range matememoryServices(p) {
-		if len(p.Services[name].Command) == 1 {
-			bins = append(bins, path.Base(p.Services[name].Command[0]))
+		if c := p.Services[name].Command; !contains(c, "migrate") {
+			if part, err := binaryOf(c, cmdNames(t)); err == nil {
+				bins = append(bins, part)
+			}
 		}
 	}
 	sort.Strings(bins)
 	if strings.Join(bins, ",") != strings.Join(cmdNames(t), ",") {
-		t.Errorf("compose runs %v; expected one service per binary %v", bins, cmdNames(t))
+		t.Errorf("compose runs %v; expected one service per part %v", bins, cmdNames(t))
 	}
 	// An operator's own settings flow through interpolation into valid configuration.
 	noErrs(t, checkCompose(t, p, map[string]string{"MATE_AUTH_KEYS": "chat-key-0123456789=1,2;ops-key-0123456789=admin", "OPENAI_BASE_URL": "http://127.0.0.1:11434/v1", "MATE_LLM_MODEL": "qwen2.5"}))
@@ -652,25 +654,25 @@ func checkDockerfile(t testing.TB, raw []byte) []error {
 		errs = append(errs, fmt.Errorf("%s: builder Go %q does not match go.mod's go %s", dockerfile, goVersion, goLine[1]))
 	}
 	var buildText strings.Builder
-	var cmdsArg string
 	for _, in := range build.instrs {
 		buildText.WriteString(in[0] + " " + in[1] + "\n")
-		if in[0] == "ARG" {
-			if k, v, ok := strings.Cut(in[1], "="); ok && k == "CMDS" {
-				cmdsArg = strings.Trim(v, `"`)
-			}
-		}
 	}
 	bt := buildText.String()
-	for _, want := range []string{"CGO_ENABLED=0", "go build", "-trimpath", "./cmd/"} {
+	// One binary (cmd/api runs every part with --target), its version stamped.
+	for _, want := range []string{"CGO_ENABLED=0", "go build", "-trimpath", "-o /out/bin/matememory ./cmd/api",
+		"-X github.com/matememory/matememory/pkg/app.Version=${VERSION}"} {
 		if !strings.Contains(bt, want) {
 			errs = append(errs, fmt.Errorf("%s: the build stage does not use %q", dockerfile, want))
 		}
 	}
-	built := strings.Fields(cmdsArg)
-	sort.Strings(built)
-	if strings.Join(built, ",") != strings.Join(cmdNames(t), ",") {
-		errs = append(errs, fmt.Errorf("%s: ARG CMDS builds %v by default; cmd/ has %v", dockerfile, built, cmdNames(t)))
+	if n := strings.Count(bt, "go build"); n != 1 {
+		errs = append(errs, fmt.Errorf("%s: the build stage runs go build %d times; the image ships one binary", dockerfile, n))
+	}
+	digest := regexp.MustCompile(`^[^@\s]+:[^@\s]+@sha256:[0-9a-f]{64}$`)
+	for _, st := range stages {
+		if !digest.MatchString(st.from) {
+			errs = append(errs, fmt.Errorf("%s: stage %s builds FROM %s; pin the base by tag and digest (image:tag@sha256:…)", dockerfile, st.name, st.from))
+		}
 	}
 	names := map[string]bool{}
 	for _, st := range stages {
@@ -678,9 +680,13 @@ func checkDockerfile(t testing.TB, raw []byte) []error {
 	}
 	for _, st := range stages[1:] {
 		where := fmt.Sprintf("%s: stage %s", dockerfile, st.name)
-		user, expose, cmd := "", false, ""
+		user, expose, cmd, labels, env := "", false, "", "", ""
 		for _, in := range st.instrs {
 			switch in[0] {
+			case "LABEL":
+				labels += " " + in[1]
+			case "ENV":
+				env += " " + in[1]
 			case "USER":
 				user = in[1]
 			case "EXPOSE":
@@ -702,6 +708,17 @@ func checkDockerfile(t testing.TB, raw []byte) []error {
 		}
 		if !strings.HasPrefix(cmd, "[") {
 			errs = append(errs, fmt.Errorf("%s: CMD %q must be in exec form (the distroless runtime has no shell)", where, cmd))
+		} else if cmd != `["`+imageBinary+`"]` {
+			errs = append(errs, fmt.Errorf("%s: CMD %s; expected [%q]", where, cmd, imageBinary))
+		}
+		for _, l := range []string{"org.opencontainers.image.source=", "org.opencontainers.image.version=\"${VERSION}\"", "org.opencontainers.image.revision=\"${REVISION}\""} {
+			if !strings.Contains(labels, l) {
+				errs = append(errs, fmt.Errorf("%s: no OCI label %s", where, l))
+			}
+		}
+		// EXPOSE 8080 must be reachable: listen on every interface (keys are required there).
+		if !strings.Contains(env, "MATE_HTTP_ADDR=0.0.0.0:8080") {
+			errs = append(errs, fmt.Errorf("%s: does not set MATE_HTTP_ADDR=0.0.0.0:8080; the default listens on loopback and `docker run -p 8080:8080` could not reach it", where))
 		}
 	}
 	for _, st := range stages {
@@ -727,11 +744,15 @@ func TestDockerfile(t *testing.T) {
 
 	t.Run("checks fail", func(t *testing.T) {
 		cases := []struct{ name, old, new, want string }{
-			{"root runtime", "USER 65532:65532\nWORKDIR /data\nEXPOSE 8080\nCMD [\"/usr/local/bin/api\"]\n\n#", "WORKDIR /data\nEXPOSE 8080\nCMD [\"/usr/local/bin/api\"]\n\n#", "non-root uid"},
+			{"root runtime", "USER 65532:65532\nWORKDIR /data\nEXPOSE 8080\nCMD [\"/usr/local/bin/matememory\"]\n\n#", "WORKDIR /data\nEXPOSE 8080\nCMD [\"/usr/local/bin/matememory\"]\n\n#", "non-root uid"},
 			{"healthcheck", "EXPOSE 8080\n", "EXPOSE 8080\nHEALTHCHECK CMD wget -q http://127.0.0.1:8080/healthz\n", "HEALTHCHECK"},
 			{"cgo", "ENV CGO_ENABLED=0\n", "\n", "CGO_ENABLED=0"},
-			{"a binary missing", `ARG CMDS="api summarizer emergence scheduler"`, `ARG CMDS="api summarizer"`, "ARG CMDS builds"},
-			{"shell-form command", `CMD ["/usr/local/bin/api"]`, `CMD /usr/local/bin/api`, "exec form"},
+			{"tag-pinned base", "FROM alpine:3.22@sha256:14358309a308569c32bdc37e2e0e9694be33a9d99e68afb0f5ff33cc1f695dce AS alpine", "FROM alpine:3.22 AS alpine", "pin the base by tag and digest"},
+			{"no version stamp", "-X github.com/matememory/matememory/pkg/app.Version=${VERSION}", "", "pkg/app.Version"},
+			{"four binaries", "-o /out/bin/matememory ./cmd/api", "-o /out/bin/matememory ./cmd/api; go build -o /out/bin/summarizer ./cmd/summarizer", "go build 2 times"},
+			{"no OCI labels", "      org.opencontainers.image.version=\"${VERSION}\" \\\n", "", "no OCI label org.opencontainers.image.version"},
+			{"loopback in the image", "ENV MATE_HTTP_ADDR=0.0.0.0:8080\nUSER", "USER", "MATE_HTTP_ADDR=0.0.0.0:8080"},
+			{"shell-form command", `CMD ["/usr/local/bin/matememory"]`, `CMD /usr/local/bin/matememory`, "exec form"},
 		}
 		for _, tc := range cases {
 			if !strings.Contains(string(raw), tc.old) {

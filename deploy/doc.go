@@ -1,6 +1,7 @@
 // Package deploy holds MateMemory's deployment files and the tests that validate them:
 //
-//   - docker/Dockerfile: the container image (all four binaries, non-root runtime);
+//   - docker/Dockerfile: the container image (one binary running any part with --target,
+//     digest-pinned bases, OCI labels, non-root runtime);
 //   - compose/: a local cluster (three JetStream nodes, MySQL, the four services);
 //   - k8s/: kustomize base, components and overlays for Kubernetes, and the values for the
 //     official NATS Helm chart.

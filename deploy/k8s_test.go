@@ -274,8 +274,8 @@ func checkManifests(t testing.TB, ms *manifests, secrets map[string]*corev1.Secr
 		}
 		_, perrs := checkPod(where, spec, ms, secrets, known, cmds, false)
 		errs = append(errs, perrs...)
-		if name == "matememory-migrate" && len(spec.Containers) > 0 && strings.Join(spec.Containers[0].Command, " ") != binaryPath("api")+" migrate" {
-			errs = append(errs, fmt.Errorf("%s: command %v; expected [%s migrate]", where, spec.Containers[0].Command, binaryPath("api")))
+		if name == "matememory-migrate" && len(spec.Containers) > 0 && strings.Join(spec.Containers[0].Command, " ") != migrateCommand {
+			errs = append(errs, fmt.Errorf("%s: command %v; expected [%s]", where, spec.Containers[0].Command, migrateCommand))
 		}
 	}
 	errs = append(errs, checkPDBs(ms)...)

@@ -161,7 +161,7 @@ func checkNATSValues(v *natsChartValues) (*server.Options, []error) {
 		return nil, append(errs, fmt.Errorf("nats-values.yaml: nats-server refuses the configuration the chart would render:\n%s\n%w", conf, err))
 	}
 	if !opts.JetStream || !opts.SyncAlways {
-		errs = append(errs, fmt.Errorf("nats-values.yaml: JetStream must fsync every write (config.jetstream.merge.sync_interval: always, DESIGN.md §8); nats-server reads jetstream=%v sync_always=%v", opts.JetStream, opts.SyncAlways))
+		errs = append(errs, fmt.Errorf("nats-values.yaml: JetStream must fsync every write (config.jetstream.merge.sync_interval: always, the design's durability rule); nats-server reads jetstream=%v sync_always=%v", opts.JetStream, opts.SyncAlways))
 	}
 	if opts.StoreDir != c.JetStream.FileStore.Dir {
 		errs = append(errs, fmt.Errorf("nats-values.yaml: store dir %q, expected %q", opts.StoreDir, c.JetStream.FileStore.Dir))

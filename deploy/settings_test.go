@@ -155,20 +155,40 @@ func cmdNames(t testing.TB) []string {
 	return out
 }
 
-// binaryPath is where the image installs a binary.
-func binaryPath(cmd string) string { return "/usr/local/bin/" + cmd }
+// imageBinary is the image's one binary (built from cmd/api); --target picks the part.
+const imageBinary = "/usr/local/bin/matememory"
 
-// binaryOf returns the cmd/ name a container command runs, or an error.
+// migrateCommand is the schema migration's command.
+var migrateCommand = imageBinary + " migrate"
+
+// binaryOf returns the part (a cmd/ name) a container command runs, or an error: the image's
+// binary with --target=<part>, or its migrate command (the api's).
 func binaryOf(command []string, cmds []string) (string, error) {
 	if len(command) == 0 {
-		return "", fmt.Errorf("no command: the image runs the api by default; name the binary explicitly")
+		return "", fmt.Errorf("no command: name the part explicitly (%s --target=<%s>)", imageBinary, strings.Join(cmds, "|"))
 	}
-	for _, c := range cmds {
-		if command[0] == binaryPath(c) {
-			return c, nil
+	if command[0] != imageBinary {
+		return "", fmt.Errorf("command %q runs no binary of the image (%s)", command[0], imageBinary)
+	}
+	if strings.Join(command, " ") == migrateCommand {
+		return "api", nil
+	}
+	for i, a := range command[1:] {
+		part, ok := strings.CutPrefix(strings.TrimPrefix(a, "-"), "-target=")
+		if !ok && (a == "--target" || a == "-target") && i+2 < len(command) {
+			part, ok = command[i+2], true
 		}
+		if !ok {
+			continue
+		}
+		for _, c := range cmds {
+			if part == c {
+				return c, nil
+			}
+		}
+		return "", fmt.Errorf("command %v: --target=%s is not a part (%s)", command, part, strings.Join(cmds, "|"))
 	}
-	return "", fmt.Errorf("command %q runs no binary of the image (%s/<%s>)", command[0], "/usr/local/bin", strings.Join(cmds, "|"))
+	return "", fmt.Errorf("command %v names no part: add --target=<%s>", command, strings.Join(cmds, "|"))
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -185,6 +185,9 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	a.NC = nc
 	a.onClose(nc.Close)
+	if err := bus.CheckServerVersion(nc.ConnectedServerVersion()); err != nil {
+		return nil, fmt.Errorf("mate.nats.url %q: %w", m.NATS.URL, err)
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
@@ -256,10 +259,14 @@ func (a *App) newWorkspace(db *gorm.DB, extra ...workspace.Option) *workspace.Se
 
 // build wires the routes and workers of the targets this process runs.
 func (a *App) build(ctx context.Context) error {
-	rest.RegisterWorkspace(a.HTTP, a.Workspace)
-	rest.RegisterMessages(a.HTTP, a.Messages, a.Workspace)
-	rest.RegisterTools(a.HTTP, a.Tools)
-	mcpserver.Register(a.HTTP, a.Tools, a.Log)
+	// Only a process running the API serves /api/v1 and MCP; the summarizer, emergence and
+	// scheduler processes serve /healthz, /readyz and /metrics alone.
+	if a.Has(TargetAPI) {
+		rest.RegisterWorkspace(a.HTTP, a.Workspace)
+		rest.RegisterMessages(a.HTTP, a.Messages, a.Workspace)
+		rest.RegisterTools(a.HTTP, a.Tools)
+		mcpserver.Register(a.HTTP, a.Tools, a.Log)
+	}
 	if err := a.buildRecall(ctx); err != nil {
 		return err
 	}

@@ -83,6 +83,10 @@ type NATS struct {
 	Replicas int `yaml:"replicas"`
 	// StreamMaxAgeHours bounds how long events stay replayable.
 	StreamMaxAgeHours float64 `yaml:"stream-max-age-hours"`
+	// StreamMaxBytes and StreamMaxMsgs bound MATE_EVENTS (0 = unlimited); a full stream
+	// refuses new events rather than discarding unprocessed ones.
+	StreamMaxBytes int `yaml:"stream-max-bytes"`
+	StreamMaxMsgs  int `yaml:"stream-max-msgs"`
 	// SyncAlways makes the embedded server fsync every write (see DESIGN.md §8).
 	SyncAlways bool `yaml:"sync-always"`
 	// MaxDeliver bounds redeliveries before a message is dead-lettered.

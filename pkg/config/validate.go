@@ -83,6 +83,8 @@ func (c Config) Validate() error {
 		}
 	}
 	positive("mate.nats.stream-max-age-hours", m.NATS.StreamMaxAgeHours)
+	nonNegative("mate.nats.stream-max-bytes", float64(m.NATS.StreamMaxBytes))
+	nonNegative("mate.nats.stream-max-msgs", float64(m.NATS.StreamMaxMsgs))
 	positive("mate.nats.max-deliver", float64(m.NATS.MaxDeliver))
 	positive("mate.nats.ack-wait-seconds", m.NATS.AckWaitSeconds)
 	positive("mate.llm.timeout-seconds", m.LLM.TimeoutSeconds)

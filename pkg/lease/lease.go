@@ -45,11 +45,15 @@ type Holder struct {
 
 // Bucket creates (or updates) the lease bucket with TTL ttl and returns a manager for owner
 // (a worker identity, logged and stored in the key).
-func Bucket(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, replicas int, owner string) (*Manager, error) {
-	kv, err := bus.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
+func Bucket(ctx context.Context, js jetstream.JetStream, bucket string, ttl time.Duration, replicas int, owner string, opts ...BucketOption) (*Manager, error) {
+	cfg := jetstream.KeyValueConfig{
 		Bucket: bucket, TTL: ttl, History: 1, Replicas: replicas, Storage: jetstream.FileStorage,
 		Description: "MateMemory per-agent leases",
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	kv, err := bus.EnsureKeyValue(ctx, js, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("lease bucket %s: %w", bucket, err)
 	}
@@ -62,6 +66,15 @@ func Bucket(ctx context.Context, js jetstream.JetStream, bucket string, ttl time
 		epoch = bs.StreamInfo().Created.UnixNano()
 	}
 	return &Manager{kv: kv, ttl: ttl, owner: owner, epoch: epoch}, nil
+}
+
+// BucketOption adjusts the lease bucket's configuration.
+type BucketOption func(*jetstream.KeyValueConfig)
+
+// WithDescription describes the bucket (a bucket of other leases than the per-agent ones,
+// such as the scheduler's leader lease).
+func WithDescription(d string) BucketOption {
+	return func(c *jetstream.KeyValueConfig) { c.Description = d }
 }
 
 // Lease is a held lease.

@@ -193,7 +193,8 @@ func (s *Scheduler) Start(ctx context.Context) error {
 	if err := Provision(ctx, s.js, s.cfg); err != nil {
 		return err
 	}
-	mgr, err := lease.Bucket(ctx, s.js, s.bucket, s.cfg.LeaderTTL, s.cfg.Replicas, s.cfg.Owner)
+	mgr, err := lease.Bucket(ctx, s.js, s.bucket, s.cfg.LeaderTTL, s.cfg.Replicas, s.cfg.Owner,
+		lease.WithDescription("MateMemory scheduler leader lease: the one scheduler replica that emits cron slots"))
 	if err != nil {
 		return err
 	}

@@ -84,7 +84,7 @@ func TestPoisonMessagesDeadLettered(t *testing.T) {
 	if _, err := h.js.Publish(ctx, "mate.conversation.completed.5", []byte("{not json")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.js.Publish(ctx, "mate.conversation.completed.5", []byte(`{"eventId":"x","agentId":5,"conversationId":"c","triggerSource":"fax","messageCount":-1}`)); err != nil {
+	if _, err := h.js.Publish(ctx, "mate.conversation.completed.5", []byte(`{"eventId":"x","agentId":5,"conversationId":"c","triggerSource":"fax machine","messageCount":4}`)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.js.Publish(ctx, "mate.memory.summarize.5", []byte(`{"requestId":"r","agentId":6,"conversationId":"c"}`)); err != nil {
@@ -100,7 +100,7 @@ func TestPoisonMessagesDeadLettered(t *testing.T) {
 	for _, d := range dl {
 		bySeq[d.StreamSeq] = d
 	}
-	for i, want := range []string{"not valid JSON", "messageCount must be 0 or more", "arrived on mate.memory.summarize.5"} {
+	for i, want := range []string{"not valid JSON", `triggerSource "fax machine" may not contain spaces`, "arrived on mate.memory.summarize.5"} {
 		d := bySeq[uint64(i+1)]
 		if !strings.Contains(d.Reason, want) || d.Deliveries != 1 {
 			t.Fatalf("dead letter of seq %d: %+v, want reason with %q after 1 delivery", i+1, d, want)

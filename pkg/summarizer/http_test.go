@@ -83,6 +83,7 @@ func TestPublishEndpoint(t *testing.T) {
 		{"agent", strings.Replace(validEvent, `"agentId":1`, `"agentId":0`, 1), "agentId must be a positive number"},
 		{"conversation", strings.Replace(validEvent, `"conversationId":"c1"`, `"conversationId":" "`, 1), "conversationId is empty"},
 		{"tool calls", strings.Replace(validEvent, `"web"`, `"web","messages":[{"role":"assistant","toolCalls":{"id":"c1"}}]`, 1), `messages[0]: toolCalls must be a JSON array of OpenAI tool calls`},
+		{"trigger", strings.Replace(validEvent, `"web"`, `"fax machine"`, 1), `triggerSource "fax machine" may not contain spaces`},
 		{"count", strings.Replace(validEvent, `"messageCount":4`, `"messageCount":-1`, 1), "messageCount must be 0 or more"},
 		{"role", strings.Replace(validEvent, `"web"`, `"web","messages":[{"role":"robot","content":"x"}]`, 1), `messages[0]: role "robot"`},
 		{"unknown field", strings.Replace(validEvent, `"web"`, `"web","agent":1`, 1), "unknown field"},

@@ -19,7 +19,7 @@ func EventsStreamConfig(set Settings) jetstream.StreamConfig {
 	if dup <= 0 || dup > set.MaxAge {
 		dup = min(2*time.Minute, set.MaxAge)
 	}
-	return jetstream.StreamConfig{
+	cfg := jetstream.StreamConfig{
 		Name:        bus.StreamEvents,
 		Description: "MateMemory events: ConversationCompletedEvent and manual summarize requests (replayable)",
 		Subjects:    []string{bus.SubjectCompleted + ".>", bus.SubjectSummarize + ".>"},
@@ -31,6 +31,35 @@ func EventsStreamConfig(set Settings) jetstream.StreamConfig {
 		Duplicates:  dup,
 		AllowDirect: true,
 	}
+	if set.MaxBytes > 0 || set.MaxMsgs > 0 {
+		// A full stream refuses new events (the API answers 503, a publisher gets an error)
+		// rather than discarding old ones that may not be extracted yet: nothing is dropped.
+		cfg.MaxBytes, cfg.MaxMsgs, cfg.Discard = set.MaxBytes, set.MaxMsgs, jetstream.DiscardNew
+		if set.MaxBytes <= 0 {
+			cfg.MaxBytes = -1
+		}
+		if set.MaxMsgs <= 0 {
+			cfg.MaxMsgs = -1
+		}
+	}
+	return cfg
+}
+
+// CooldownTTL is the cooldown bucket's TTL: a cooldown entry only says when an agent's next
+// extraction may start, so once it is in the past it means nothing; the TTL (well beyond any
+// cooldown) removes it, and the delete markers, instead of keeping a key per agent forever.
+// An entry that expired early would only shorten a cooldown: no event is ever dropped.
+func CooldownTTL(set Settings) time.Duration {
+	return max(2*set.Memory.CooldownMinutes.Duration(), time.Hour)
+}
+
+// IntentTTL is the intent bucket's TTL. An intent outlives its run only after a crash
+// between the daily append and the watermark update, and is recovered by the next lease of
+// that agent, at the latest when the crashed event is redelivered (within ack-wait ×
+// max-deliver) or replayed (within the stream's max age). Twice the stream's max age keeps
+// it for every such recovery; it never affects whether an event is processed.
+func IntentTTL(set Settings) time.Duration {
+	return max(2*set.MaxAge, 24*time.Hour)
 }
 
 // ConsumerConfig is the summarizer workers' durable pull consumer on MATE_EVENTS. All
@@ -76,17 +105,18 @@ func Provision(ctx context.Context, js jetstream.JetStream, set Settings) (Bucke
 	}
 	var b Buckets
 	var err error
-	kv := func(name, desc string) jetstream.KeyValue {
+	kv := func(name, desc string, ttl time.Duration) jetstream.KeyValue {
 		if err != nil {
 			return nil
 		}
 		var k jetstream.KeyValue
 		k, err = bus.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
 			Bucket: name, Description: desc, History: 1, Replicas: max(set.Replicas, 1), Storage: jetstream.FileStorage,
+			TTL: ttl,
 		})
 		return k
 	}
-	b.Cooldown = kv(bus.BucketCooldown, "MateMemory: per agent, when its next LLM extraction may start")
-	b.Intents = kv(bus.BucketIntent, "MateMemory: per agent, the message ranges of a daily entry being appended")
+	b.Cooldown = kv(bus.BucketCooldown, "MateMemory: per agent, when its next LLM extraction may start", CooldownTTL(set))
+	b.Intents = kv(bus.BucketIntent, "MateMemory: per agent, the message ranges of a daily entry being appended", IntentTTL(set))
 	return b, err
 }

@@ -56,6 +56,10 @@ type Settings struct {
 	// Replicas and MaxAge of the streams and buckets.
 	Replicas int
 	MaxAge   time.Duration
+	// MaxBytes and MaxMsgs bound MATE_EVENTS (0: unlimited); when full, new events are
+	// refused (503), never old ones discarded.
+	MaxBytes int64
+	MaxMsgs  int64
 	// MaxDeliver bounds deliveries of one event before it is dead-lettered.
 	MaxDeliver int
 	// AckWait is how long a delivery may go unacknowledged before JetStream redelivers it;
@@ -93,6 +97,8 @@ func SettingsFrom(cfg config.Config) Settings {
 		Memory:          m.Memory,
 		Replicas:        m.NATS.Replicas,
 		MaxAge:          maxAge,
+		MaxBytes:        int64(m.NATS.StreamMaxBytes),
+		MaxMsgs:         int64(m.NATS.StreamMaxMsgs),
 		MaxDeliver:      m.NATS.MaxDeliver,
 		AckWait:         config.Seconds(m.NATS.AckWaitSeconds),
 		LeaseTTL:        config.Seconds(m.Memory.LeaseTTLSeconds),

@@ -146,7 +146,7 @@ func (w *Worker) loop(ctx context.Context) {
 func decode(msg jetstream.Msg) (Job, *event.SummarizeRequest, error) {
 	switch subj := msg.Subject(); {
 	case strings.HasPrefix(subj, bus.SubjectCompleted+"."):
-		e, err := event.DecodeCompleted(msg.Data())
+		e, err := event.DecodeCompletedMsg(msg.Data(), msg.Headers())
 		if err != nil {
 			return Job{}, nil, err
 		}

@@ -84,6 +84,8 @@ type replicaOpts struct {
 	cfg   config.Window
 	noLLM bool
 	opts  []Option
+	// log receives the service's log (discarded when nil).
+	log *slog.Logger
 }
 
 func (e *env) replica(name string, o replicaOpts) *replica {
@@ -96,9 +98,12 @@ func (e *env) replica(name string, o replicaOpts) *replica {
 	if !o.noLLM {
 		client = llm.NewOpenAI(e.llm.Config())
 	}
+	if o.log == nil {
+		o.log = slog.New(slog.DiscardHandler)
+	}
 	svc, err := New(context.Background(), o.cfg, Deps{
 		JS: e.connect(name), History: StoreHistory{DB: e.db.DB}, Workspace: ws, Watermarks: StoreWatermarks{DB: e.db.DB},
-		LLM: client, Counter: counter, Log: slog.New(slog.DiscardHandler),
+		LLM: client, Counter: counter, Log: o.log,
 	}, append([]Option{WithOwner(name)}, o.opts...)...)
 	if err != nil {
 		e.t.Fatal(err)

@@ -34,6 +34,7 @@ import (
 	"github.com/matememory/matememory/pkg/conversation"
 	"github.com/matememory/matememory/pkg/llm"
 	"github.com/matememory/matememory/pkg/prompt"
+	"github.com/matememory/matememory/pkg/ratelog"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/tokens"
 	"github.com/matememory/matememory/pkg/tracing"
@@ -65,15 +66,17 @@ type Deps struct {
 
 // Service assembles context windows.
 type Service struct {
-	cfg         config.Window
-	js          jetstream.JetStream
-	history     History
-	ws          Workspace
-	marks       Watermarks
-	llm         llm.Client
-	prompts     *prompt.Loader
-	counter     *tokens.Counter
-	log         *slog.Logger
+	cfg     config.Window
+	js      jetstream.JetStream
+	history History
+	ws      Workspace
+	marks   Watermarks
+	llm     llm.Client
+	prompts *prompt.Loader
+	counter *tokens.Counter
+	log     *slog.Logger
+	// warnLog logs failed summary calls (the LLM down) at a bounded rate.
+	warnLog     *ratelog.Logger
 	cache       *kvCache
 	counts      *countCache
 	chunkTokens int
@@ -154,6 +157,7 @@ func New(ctx context.Context, cfg config.Window, d Deps, opts ...Option) (*Servi
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
+	s.warnLog = ratelog.New(s.log, 30*time.Second, 5)
 	if s.owner == "" {
 		host, _ := os.Hostname()
 		var r [4]byte
@@ -587,6 +591,8 @@ func (s *Service) compact(ctx context.Context, a *assembly, base, trigger int) (
 		return boundary, &e
 	}
 	// Degrade visibly: an extractive summary stands for the messages instead.
+	s.warnLog.Warn("context summary failed; an extractive summary was used", "agent", a.req.AgentID,
+		"conversation", a.req.ConversationID, "cause", err.Error())
 	a.res.Degraded = true
 	a.res.DegradedReason = "LLM summary unavailable, used an extractive summary: " + err.Error()
 	a.res.SummaryKind = "extractive"

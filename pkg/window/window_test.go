@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"reflect"
 	"strings"
@@ -178,7 +179,9 @@ func TestLLMFailureDegradesVisibly(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db storetest.DB) {
 		e := newEnv(t, db)
 		clk := newClock()
-		r := e.replica("a", replicaOpts{opts: []Option{WithClock(clk.Now), WithFailureTTL(30 * time.Second)}})
+		var logs syncBuf
+		r := e.replica("a", replicaOpts{opts: []Option{WithClock(clk.Now), WithFailureTTL(30 * time.Second)},
+			log: slog.New(slog.NewTextHandler(&logs, nil))})
 		e.llm.SetHandler(func(llmtest.Received) llmtest.Reply {
 			return llmtest.Reply{Status: 503, Content: "upstream overloaded"}
 		})
@@ -195,6 +198,11 @@ func TestLLMFailureDegradesVisibly(t *testing.T) {
 		sum := res.Messages[1].Content
 		if !strings.HasPrefix(sum, MarkerZH+"\n（LLM 摘要不可用") || !strings.Contains(sum, "第27个问题") {
 			t.Fatalf("extractive summary: %s", sum)
+		}
+		// The failure is in the log too, at WARN, with the agent, conversation and cause.
+		if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "agent=1") ||
+			!strings.Contains(l, "conversation=c-fail") || !strings.Contains(l, "503") {
+			t.Fatalf("no WARN line for the failed summary:\n%s", l)
 		}
 
 		// Within the failure TTL every replica degrades at once, without calling the LLM again.
@@ -642,4 +650,22 @@ func TestResumeFallsBackWhenStoredPrefixChanges(t *testing.T) {
 			t.Fatalf("after the prefix changed: read %d of %d, calls %d, hit %v", res.HistoryRead, res.HistoryMessages, res.LLMCalls, res.CacheHit)
 		}
 	})
+}
+
+// syncBuf is a log sink safe for the service's goroutines.
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
