@@ -393,7 +393,12 @@ func (w *Worker) process(msg jetstream.Msg) {
 			return
 		}
 		w.reply(req, run, true)
-		_ = msg.NakWithDelay(backoff(w.cfg.RetryBase, 5*time.Minute, attempt))
+		delay := backoff(w.cfg.RetryBase, 5*time.Minute, attempt)
+		if ra, ok := llm.RetryAfter(err); ok {
+			// A rate-limited provider said when to come back: not sooner (within the cap).
+			delay = max(delay, min(ra, 5*time.Minute))
+		}
+		_ = msg.NakWithDelay(delay)
 	case actDeadLetter:
 		run.Reason += "; dead-lettered"
 		w.reply(req, run, false)

@@ -57,9 +57,9 @@ func Bucket(ctx context.Context, js jetstream.JetStream, bucket string, ttl time
 	if err != nil {
 		return nil, fmt.Errorf("lease bucket %s: %w", bucket, err)
 	}
-	st, err := kv.Status(ctx)
+	st, err := bus.Retry(ctx, "read lease bucket "+bucket, kv.Status)
 	if err != nil {
-		return nil, fmt.Errorf("lease bucket %s status: %w", bucket, err)
+		return nil, err
 	}
 	var epoch int64
 	if bs, ok := st.(*jetstream.KeyValueBucketStatus); ok && bs.StreamInfo() != nil {

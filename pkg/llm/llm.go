@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -183,6 +185,31 @@ func ContextLengthExceeded(err error) bool {
 	}
 	s := strings.ToLower(apiErr.Code + " " + apiErr.Message)
 	return strings.Contains(s, "context_length_exceeded") || strings.Contains(s, "maximum context length")
+}
+
+// RetryAfter is how long the endpoint asked the client to wait before trying again (the
+// Retry-After header of a 429 or 503, in seconds or as an HTTP date, or OpenAI's
+// retry-after-ms), if it said.
+func RetryAfter(err error) (time.Duration, bool) {
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.Response == nil {
+		return 0, false
+	}
+	h := apiErr.Response.Header
+	if ms, perr := strconv.ParseFloat(strings.TrimSpace(h.Get("Retry-After-Ms")), 64); perr == nil && ms >= 0 {
+		return time.Duration(ms * float64(time.Millisecond)), true
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0, false
+	}
+	if secs, perr := strconv.ParseFloat(v, 64); perr == nil && secs >= 0 {
+		return time.Duration(secs * float64(time.Second)), true
+	}
+	if t, perr := http.ParseTime(v); perr == nil {
+		return max(time.Until(t), 0), true
+	}
+	return 0, false
 }
 
 // Transient reports whether a failure is worth retrying later: timeouts, network errors,

@@ -122,9 +122,12 @@ func TestToolRoundTrip(t *testing.T) {
 		var w tool.WriteResult
 		r.into(t, &w)
 		if w != (tool.WriteResult{AgentID: 1, Filename: "memory/2026-04-01.md", Created: true, Enabled: false,
-			BytesWritten: len("# 2026-04-01\n\n- 用户喜欢 Go"), Message: "工作区记忆文件已创建"}) {
+			BytesWritten: len("# 2026-04-01\n\n- 用户喜欢 Go"), Version: 1, Message: "工作区记忆文件已创建"}) {
 			t.Fatalf("write: %+v", w)
 		}
+		// A write with a stale expectedVersion is refused: 409 (issue 9 point 20).
+		r = s.req(t, "POST", p+"write_workspace_memory_file", `{"filename":"memory/2026-04-01.md","content":"x","expectedVersion":7}`)
+		expect(t, r, 409, "expected version 7")
 		var rd tool.ReadResult
 		r = s.req(t, "POST", p+"read_workspace_memory_file", `{"filename":"memory/2026-04-01.md"}`)
 		expect(t, r, 200, "")

@@ -92,9 +92,18 @@ func Status(ctx context.Context, db *gorm.DB) ([]MigrationStatus, error) {
 	return out, nil
 }
 
+// migrationTimeout bounds a migration run whose context has no deadline.
+const migrationTimeout = time.Hour
+
 // Migrate applies every pending migration, each in its own transaction where the database
 // allows DDL in one. On MySQL a named lock keeps two starting processes from racing.
 func Migrate(ctx context.Context, db *gorm.DB) error {
+	if _, ok := ctx.Deadline(); !ok {
+		// DDL may take long: not the default statement deadline (see Watch).
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, migrationTimeout)
+		defer cancel()
+	}
 	return db.WithContext(ctx).Connection(func(pinned *gorm.DB) error {
 		// Each statement gets a fresh session on the pinned connection; reusing one *gorm.DB
 		// would carry the previous statement's model into the next.

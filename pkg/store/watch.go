@@ -29,11 +29,7 @@ type Watch struct {
 	inflight map[uint64]time.Time
 }
 
-const (
-	watchID     = "matememory:watch_id"
-	watchCancel = "matememory:watch_cancel"
-	watchParent = "matememory:watch_parent"
-)
+const watchKey = "matememory:watch"
 
 // NewWatch returns a watch giving statements without a deadline timeout (<= 0: none; they
 // are still tracked). Install it with db.Use; Open does.
@@ -82,41 +78,44 @@ func (w *Watch) Initialize(db *gorm.DB) error {
 	return nil
 }
 
+// watchState is what before leaves for after on the statement. A *gorm.DB may run several
+// operations on one Statement (CreateInBatches, a session inside a transaction), so after
+// restores the caller's context and clears the state.
+type watchState struct {
+	id     uint64
+	orig   context.Context
+	cancel context.CancelFunc
+}
+
 func (w *Watch) before(db *gorm.DB, deadline bool) {
-	id := w.next.Add(1)
+	st := &watchState{id: w.next.Add(1), orig: db.Statement.Context}
 	w.mu.Lock()
-	w.inflight[id] = time.Now()
+	w.inflight[st.id] = time.Now()
 	w.mu.Unlock()
-	db.InstanceSet(watchID, id)
 	ctx := db.Statement.Context
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	if _, ok := ctx.Deadline(); deadline && !ok && w.timeout > 0 {
-		// The statement's own context comes back in after: gorm reuses the Statement for
-		// the next statement of a session (CreateInBatches, a transaction), which must
-		// not inherit this one's canceled deadline.
-		db.InstanceSet(watchParent, db.Statement.Context)
-		ctx, cancel := context.WithTimeout(ctx, w.timeout)
-		db.Statement.Context = ctx
-		db.InstanceSet(watchCancel, cancel)
+		db.Statement.Context, st.cancel = context.WithTimeout(ctx, w.timeout)
 	}
+	db.InstanceSet(watchKey, st)
 }
 
 func (w *Watch) after(db *gorm.DB) {
-	if v, ok := db.InstanceGet(watchCancel); ok {
-		v.(context.CancelFunc)()
-		db.InstanceSet(watchCancel, context.CancelFunc(func() {}))
-		if p, ok := db.InstanceGet(watchParent); ok {
-			parent, _ := p.(context.Context)
-			db.Statement.Context = parent
-		}
+	v, _ := db.InstanceGet(watchKey)
+	st, _ := v.(*watchState)
+	if st == nil {
+		return
 	}
-	if v, ok := db.InstanceGet(watchID); ok {
-		w.mu.Lock()
-		delete(w.inflight, v.(uint64))
-		w.mu.Unlock()
+	db.InstanceSet(watchKey, (*watchState)(nil))
+	if st.cancel != nil {
+		st.cancel()
+		db.Statement.Context = st.orig
 	}
+	w.mu.Lock()
+	delete(w.inflight, st.id)
+	w.mu.Unlock()
 }
 
 // Oldest is how long the oldest statement in flight has been waiting (0 when none).

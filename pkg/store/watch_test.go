@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/store/storetest"
 )
@@ -64,4 +66,25 @@ func TestStalledConnectionFailsAtTheDeadline(t *testing.T) {
 	if err := gdb.Exec("SELECT 1").Error; err != nil {
 		t.Fatalf("after the thaw: %v", err)
 	}
+}
+
+// The statement deadline is per statement: several operations on one statement (batches
+// inside a transaction) each get their own, never the previous one's cancelled context.
+func TestStatementDeadlineDoesNotLeakAcrossBatches(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		rows := make([]store.Message, 1200)
+		for i := range rows {
+			rows[i] = store.Message{AgentID: 1, ConversationID: "c", Role: "user", Content: "m", CreateTime: time.Now().UTC()}
+		}
+		if err := db.DB.Transaction(func(tx *gorm.DB) error { return tx.CreateInBatches(&rows, 100).Error }); err != nil {
+			t.Fatalf("batches in a transaction: %v", err)
+		}
+		var n int64
+		if err := db.DB.Model(&store.Message{}).Count(&n).Error; err != nil || n != 1200 {
+			t.Fatalf("%d rows: %v", n, err)
+		}
+		if d := store.WatchOf(db.DB).Oldest(); d != 0 {
+			t.Fatalf("statements left in flight: oldest %s", d)
+		}
+	})
 }

@@ -56,6 +56,8 @@ type harness struct {
 	now     func() time.Time
 	// syncAlways starts the server with fsync on every write (the shipped embedded setting).
 	syncAlways bool
+	// cluster, when set, is used instead of an embedded server (h.ns stays nil).
+	cluster *bustest.Cluster
 
 	mu      sync.Mutex
 	workers []*Worker
@@ -96,7 +98,9 @@ func newHarness(t testing.TB, db storetest.DB, opts ...harnessOption) *harness {
 		o(h)
 	}
 	var err error
-	if h.syncAlways {
+	if h.cluster != nil {
+		h.dialer = h.cluster.Dialer()
+	} else if h.syncAlways {
 		h.ns, err = bus.StartEmbedded(bus.EmbeddedOptions{StoreDir: t.TempDir(), Listen: "127.0.0.1:0", SyncAlways: true})
 		if err != nil {
 			t.Fatal(err)

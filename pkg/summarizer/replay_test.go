@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/matememory/matememory/pkg/bus"
+	"github.com/matememory/matememory/pkg/bus/bustest"
 	"github.com/matememory/matememory/pkg/llm/llmtest"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/store/storetest"
@@ -122,5 +123,34 @@ func TestReplayExtractsWhatWasNeverExtracted(t *testing.T) {
 	eventually(t, 20*time.Second, "retried event settled", h.settled)
 	if after := h.snapshot(); after != before {
 		t.Fatalf("retry after replay changed state:\nbefore %s\nafter %s", before, after)
+	}
+}
+
+// Issue 9 point 21: a replay against a cluster that is still recovering (two of three nodes
+// down: no leader for the stream) waits and retries instead of exiting part-way.
+func TestReplayWaitsForARecoveringCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-node cluster")
+	}
+	c := bustest.StartCluster(t, 3)
+	h := newHarness(t, storetest.SQLite(t), func(h *harness) { h.cluster = c },
+		withSettings(func(s *Settings) { s.Replicas = 3 }))
+	for i := 1; i <= 5; i++ {
+		h.conversation(21, fmt.Sprintf("c%d", i), fmt.Sprintf("t21-%d", i), 4)
+		h.publish(completed(21, fmt.Sprintf("c%d", i), fmt.Sprintf("e21-%d", i), 4))
+	}
+	svc := h.service("replayer")
+	c.Kill(1)
+	c.Kill(2)
+	go func() {
+		time.Sleep(2 * time.Second)
+		c.Restart(1)
+		c.Restart(2)
+	}()
+	ctx := bus.WithProvisionRetry(context.Background(), bus.ProvisionRetry{Log: quietLog(), MaxWait: time.Minute,
+		Attempt: 2 * time.Second, Initial: 100 * time.Millisecond, Max: time.Second})
+	rep, err := svc.Replay(ctx, h.js, ReplayOptions{AgentID: 21, DryRun: true})
+	if err != nil || rep.Events != 5 {
+		t.Fatalf("replay while the cluster recovers: %s %v", rep, err)
 	}
 }

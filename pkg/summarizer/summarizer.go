@@ -531,7 +531,13 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, run *led
 			if errors.As(err, &se) && !se.transient && !l.Lost() && ctx.Err() == nil {
 				return permanent(err.Error())
 			}
-			return s.workErr(ctx, l, job, "extract", err)
+			res := s.workErr(ctx, l, job, "extract", err)
+			if ra, ok := llm.RetryAfter(err); ok && res.Retry {
+				// A rate-limited provider said when to come back: not sooner (within the cap).
+				res.Delay = max(res.Delay, min(ra, s.set.BackoffMax))
+				res.Reason += fmt.Sprintf(" (the endpoint asked to retry after %s)", ra)
+			}
+			return res
 		}
 		if !out.ShouldUpdate {
 			break

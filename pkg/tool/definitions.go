@@ -24,15 +24,18 @@ func Definitions(language string) []Definition {
 				"filenamePrefix": prop("string", pick("可选，只列出以此前缀开头的文件，例如 \"memory/\"。", "Optional: only list files whose name starts with this prefix, e.g. \"memory/\".")),
 			})),
 		def(ReadFile, pick(
-			"读取一个工作区记忆文件的完整内容，以及 enabled、fileSize 和 updateTime。编辑或覆写之前先读取。",
-			"Read the full content of one workspace memory file, with enabled, fileSize and updateTime. Read a file before you edit or overwrite it."),
+			"读取一个工作区记忆文件的完整内容，以及 enabled、fileSize、updateTime 和 version。编辑或覆写之前先读取；覆写时把 version 作为 expectedVersion 传给 write_workspace_memory_file。",
+			"Read the full content of one workspace memory file, with enabled, fileSize, updateTime and version. Read a file before you edit or overwrite it; when you overwrite it, pass version as write_workspace_memory_file's expectedVersion."),
 			schema(map[string]json.RawMessage{"filename": filename}, "filename")),
 		def(WriteFile, pick(
-			"创建或完整覆写一个工作区记忆文件（.md）。已有内容会被整体替换，所以覆写前先读取，局部修改请用 edit_workspace_memory_file。新建的文件默认不注入系统提示词（enabled=false），排序值 sort_order 为 100（排在核心文件 0–3 之后）。返回 created/overwritten 和 bytesWritten。",
-			"Create a workspace memory file (.md) or overwrite it completely. Existing content is replaced as a whole, so read first, and prefer edit_workspace_memory_file for partial changes. New files are not injected into the system prompt (enabled=false) and get sort_order 100 (after the core files, 0-3). Returns created/overwritten and bytesWritten."),
+			"创建或完整覆写一个工作区记忆文件（.md）。已有内容会被整体替换：只想修改文件的一部分时，请用 edit_workspace_memory_file，这是安全的方式（在文件当前内容上原子地修改，不会丢失别人同时写入的内容，包括后台记忆整理追加的内容）。覆写已有文件时，先读取，并把读到的 version 作为 expectedVersion 传入：如果文件在此期间被修改，写入会被拒绝（冲突），请重新读取后再改。新建的文件默认不注入系统提示词（enabled=false），排序值 sort_order 为 100（排在核心文件 0–3 之后）。返回 created/overwritten、bytesWritten 和新的 version。",
+			"Create a workspace memory file (.md) or overwrite it completely. Existing content is replaced as a whole: to change part of a file, use edit_workspace_memory_file, which is the safe way (it applies your change to the file's current content atomically and loses nothing written meanwhile, the background memory summarizer's appends included). When you overwrite an existing file, read it first and pass the version you read as expectedVersion: if the file changed since, the write is refused with a conflict; read it again and redo your change. New files are not injected into the system prompt (enabled=false) and get sort_order 100 (after the core files, 0-3). Returns created/overwritten, bytesWritten and the new version."),
 			schema(map[string]json.RawMessage{
 				"filename": filename,
 				"content":  prop("string", pick("文件的完整新内容（Markdown）。", "The complete new content of the file (Markdown).")),
+				"expectedVersion": prop("integer", pick(
+					"强烈建议传入：read_workspace_memory_file 返回的 version。文件在读取之后被修改过时拒绝写入（冲突），避免覆盖别人的修改。0 表示只在文件不存在时创建。省略则无条件覆写。",
+					"Strongly recommended: the version read_workspace_memory_file returned. The write is refused (conflict) if the file changed since you read it, so nobody's changes are overwritten. 0 means create only if the file does not exist. Omitted: overwrite unconditionally.")),
 			}, "filename", "content")),
 		def(EditFile, pick(
 			"以精确查找替换的方式编辑工作区记忆文件（增量更新）。oldText 必须与文件中的文本逐字一致（包括空格和换行）；默认只替换唯一的一处，出现多次时请附带上下文使其唯一，或设置 replaceAll=true 替换全部。返回替换次数 replacements 和编辑后的字节数 fileSizeAfter。",
@@ -54,7 +57,7 @@ func argNames(tool string) []string {
 	case ReadFile:
 		return []string{"filename"}
 	case WriteFile:
-		return []string{"filename", "content"}
+		return []string{"filename", "content", "expectedVersion"}
 	case EditFile:
 		return []string{"filename", "oldText", "newText", "replaceAll"}
 	}

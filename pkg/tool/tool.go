@@ -102,6 +102,8 @@ type ReadResult struct {
 	FileSize   int64     `json:"fileSize"`
 	Content    string    `json:"content"`
 	UpdateTime time.Time `json:"updateTime"`
+	// Version is what write_workspace_memory_file's expectedVersion takes.
+	Version int64 `json:"version"`
 }
 
 // WriteResult is the output of write_workspace_memory_file.
@@ -112,6 +114,7 @@ type WriteResult struct {
 	Overwritten  bool   `json:"overwritten"`
 	Enabled      bool   `json:"enabled"`
 	BytesWritten int    `json:"bytesWritten"`
+	Version      int64  `json:"version"`
 	Message      string `json:"message"`
 }
 
@@ -122,6 +125,7 @@ type EditResult struct {
 	Replacements  int    `json:"replacements"`
 	ReplaceAll    bool   `json:"replaceAll"`
 	FileSizeAfter int64  `json:"fileSizeAfter"`
+	Version       int64  `json:"version"`
 	Message       string `json:"message"`
 }
 
@@ -134,8 +138,9 @@ type readArgs struct {
 }
 
 type writeArgs struct {
-	Filename *string `json:"filename"`
-	Content  *string `json:"content"`
+	Filename        *string `json:"filename"`
+	Content         *string `json:"content"`
+	ExpectedVersion *int64  `json:"expectedVersion"`
 }
 
 type editArgs struct {
@@ -201,7 +206,14 @@ func (t *Tools) Call(ctx context.Context, agentID int64, name string, args json.
 		if err := require(name, "content", a.Content); err != nil {
 			return nil, err
 		}
-		return t.write(ctx, agentID, agent.Language, *a.Filename, *a.Content, ch)
+		expect := workspace.AnyVersion
+		if a.ExpectedVersion != nil {
+			if *a.ExpectedVersion < 0 {
+				return nil, badArgs("%s: expectedVersion must be the version read_workspace_memory_file returned, or 0 to create a new file; got %d", name, *a.ExpectedVersion)
+			}
+			expect = *a.ExpectedVersion
+		}
+		return t.write(ctx, agentID, agent.Language, *a.Filename, *a.Content, expect, ch)
 	default: // EditFile
 		var a editArgs
 		if err := decodeArgs(name, args, &a); err != nil {
@@ -238,11 +250,11 @@ func (t *Tools) read(ctx context.Context, agentID int64, name string) (ReadResul
 		return ReadResult{}, err
 	}
 	return ReadResult{AgentID: agentID, Filename: f.Filename, Enabled: f.Enabled, FileSize: f.FileSize,
-		Content: f.Content, UpdateTime: f.UpdateTime}, nil
+		Content: f.Content, UpdateTime: f.UpdateTime, Version: f.Version}, nil
 }
 
-func (t *Tools) write(ctx context.Context, agentID int64, lang, name, content string, ch workspace.Change) (WriteResult, error) {
-	f, created, err := t.ws.Write(ctx, agentID, name, content, workspace.AnyVersion, ch)
+func (t *Tools) write(ctx context.Context, agentID int64, lang, name, content string, expect int64, ch workspace.Change) (WriteResult, error) {
+	f, created, err := t.ws.Write(ctx, agentID, name, content, expect, ch)
 	if err != nil {
 		return WriteResult{}, err
 	}
@@ -251,7 +263,7 @@ func (t *Tools) write(ctx context.Context, agentID int64, lang, name, content st
 		msg = text(lang, "工作区记忆文件已创建", "Workspace memory file created")
 	}
 	return WriteResult{AgentID: agentID, Filename: f.Filename, Created: created, Overwritten: !created,
-		Enabled: f.Enabled, BytesWritten: len(content), Message: msg}, nil
+		Enabled: f.Enabled, BytesWritten: len(content), Version: f.Version, Message: msg}, nil
 }
 
 func (t *Tools) edit(ctx context.Context, agentID int64, lang, name, oldText, newText string, replaceAll bool, ch workspace.Change) (EditResult, error) {
@@ -260,7 +272,7 @@ func (t *Tools) edit(ctx context.Context, agentID int64, lang, name, oldText, ne
 		return EditResult{}, err
 	}
 	return EditResult{AgentID: agentID, Filename: f.Filename, Replacements: n, ReplaceAll: replaceAll,
-		FileSizeAfter: f.FileSize, Message: text(lang, "工作区记忆文件编辑成功", "Workspace memory file edited")}, nil
+		FileSizeAfter: f.FileSize, Version: f.Version, Message: text(lang, "工作区记忆文件编辑成功", "Workspace memory file edited")}, nil
 }
 
 // decodeArgs reads a JSON object strictly: unknown fields are refused, and so is an agentId,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"sort"
 	"strings"
@@ -53,7 +54,7 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := keys(w); got != "agentId,bytesWritten,created,enabled,filename,message,overwritten" {
+		if got := keys(w); got != "agentId,bytesWritten,created,enabled,filename,message,overwritten,version" {
 			t.Fatalf("write fields %s", got)
 		}
 		if w["agentId"] != 1.0 || w["created"] != true || w["overwritten"] != false || w["enabled"] != false ||
@@ -69,7 +70,7 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := keys(r); got != "agentId,content,enabled,fileSize,filename,updateTime" {
+		if got := keys(r); got != "agentId,content,enabled,fileSize,filename,updateTime,version" {
 			t.Fatalf("read fields %s", got)
 		}
 		if r["content"] != "# 2026-04-01\n\n- 喜欢 Go\n- 住在杭州" || r["fileSize"] != float64(len("# 2026-04-01\n\n- 喜欢 Go\n- 住在杭州")) || r["enabled"] != false {
@@ -80,7 +81,7 @@ func TestRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := keys(e); got != "agentId,fileSizeAfter,filename,message,replaceAll,replacements" {
+		if got := keys(e); got != "agentId,fileSizeAfter,filename,message,replaceAll,replacements,version" {
 			t.Fatalf("edit fields %s", got)
 		}
 		if e["replacements"] != 1.0 || e["replaceAll"] != false || e["message"] != "工作区记忆文件编辑成功" ||
@@ -304,6 +305,62 @@ func TestDefinitionsStateTheRules(t *testing.T) {
 		}
 		if !strings.Contains(defs[2].Function.Description, "sort_order") || !strings.Contains(defs[2].Function.Description, "100") {
 			t.Errorf("%s write description does not give new files' sort_order 100: %s", lang, defs[2].Function.Description)
+		}
+	}
+}
+
+// Issue 9 point 20: a model that reads then writes with expectedVersion cannot overwrite a
+// change made in between (the summarizer's append, say); the definitions tell it so.
+func TestWriteWithExpectedVersion(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		ws := workspace.New(db.DB, workspace.WithDefaults("en", "UTC"))
+		tools := tool.New(ws)
+		ctx := context.Background()
+		if _, err := call(t, tools, ctx, 4, tool.WriteFile, `{"filename":"notes.md","content":"- a\n","expectedVersion":0}`); err != nil {
+			t.Fatalf("create with expectedVersion 0: %v", err)
+		}
+		r, err := call(t, tools, ctx, 4, tool.ReadFile, `{"filename":"notes.md"}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read := int64(r["version"].(float64))
+		// Someone else appends meanwhile.
+		if _, err := ws.Append(ctx, 4, "notes.md", "- from the summarizer\n", "", workspace.Change{Actor: "summarizer"}); err != nil {
+			t.Fatal(err)
+		}
+		_, err = call(t, tools, ctx, 4, tool.WriteFile, fmt.Sprintf(`{"filename":"notes.md","content":"- a\n- b\n","expectedVersion":%d}`, read))
+		var se interface{ HTTPStatus() int }
+		if !errors.Is(err, workspace.ErrConflict) || !strings.Contains(err.Error(), "re-read") {
+			t.Fatalf("stale expectedVersion: %v, want a conflict", err)
+		}
+		if errors.As(err, &se) {
+			t.Logf("status %d", se.HTTPStatus())
+		}
+		f, _ := ws.Get(ctx, 4, "notes.md")
+		if !strings.Contains(f.Content, "from the summarizer") {
+			t.Fatalf("the concurrent append was lost:\n%s", f.Content)
+		}
+		w, err := call(t, tools, ctx, 4, tool.WriteFile, fmt.Sprintf(`{"filename":"notes.md","content":"%s- b\\n","expectedVersion":%d}`,
+			strings.ReplaceAll(f.Content, "\n", `\n`), f.Version))
+		if err != nil || int64(w["version"].(float64)) != f.Version+1 {
+			t.Fatalf("current expectedVersion: %v %v", w, err)
+		}
+		if _, err := call(t, tools, ctx, 4, tool.WriteFile, `{"filename":"notes.md","content":"x","expectedVersion":0}`); !errors.Is(err, workspace.ErrConflict) {
+			t.Fatalf("create-only on an existing file: %v", err)
+		}
+		if _, err := call(t, tools, ctx, 4, tool.WriteFile, `{"filename":"notes.md","content":"x","expectedVersion":-1}`); err == nil ||
+			!strings.Contains(err.Error(), "expectedVersion") {
+			t.Fatalf("negative expectedVersion: %v", err)
+		}
+	})
+	for _, lang := range []string{"en", "zh"} {
+		for _, d := range tool.Definitions(lang) {
+			if d.Function.Name != tool.WriteFile {
+				continue
+			}
+			if !strings.Contains(string(d.Function.Parameters), `"expectedVersion"`) || !strings.Contains(d.Function.Description, tool.EditFile) {
+				t.Fatalf("%s definition of %s: %s / %s", lang, d.Function.Name, d.Function.Description, d.Function.Parameters)
+			}
 		}
 	}
 }

@@ -39,6 +39,8 @@ type Reply struct {
 	FinishReason string
 	TokensIn     int
 	TokensOut    int
+	// Header is added to the answer (Retry-After, say).
+	Header http.Header
 }
 
 // Server is the fake endpoint.
@@ -136,6 +138,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		}
+	}
+	for k, v := range rep.Header {
+		w.Header()[k] = v
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if rep.Status != 0 && rep.Status != 200 {
