@@ -169,15 +169,21 @@ func TestWorkerIndexesRedeliveryAndCrashPaths(t *testing.T) {
 	})
 }
 
+// next returns the next processed message about the daily note (the seeded core files of a
+// new agent have their own messages).
 func next(t *testing.T, ch chan observed) observed {
 	t.Helper()
-	select {
-	case o := <-ch:
-		return o
-	case <-time.After(10 * time.Second):
-		t.Fatal("no index message processed within 10 s")
+	for {
+		select {
+		case o := <-ch:
+			if o.c.Filename == "memory/2026-05-31.md" {
+				return o
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no index message processed within 10 s")
+			return observed{}
+		}
 	}
-	return observed{}
 }
 
 func TestBackfillIdempotent(t *testing.T) {
