@@ -473,11 +473,17 @@ func (s *Searcher) build(ctx context.Context, agentID, gen int64) (*snapshot, er
 			Find(&ems).Error; err != nil {
 			return nil, fmt.Errorf("read vectors of agent %d: %w", agentID, err)
 		}
+		total := 0
 		for _, e := range ems {
-			v, err := embed.Decode(e.Vector)
+			total += len(e.Vector) / 4
+		}
+		block := make([]float32, 0, total) // one array: the scan reads memory in order
+		for _, e := range ems {
+			v, err := embed.DecodeInto(block, e.Vector)
 			if err != nil {
 				return nil, fmt.Errorf("vector %s: %w", e.Hash, err)
 			}
+			block = block[:len(block)+len(v)]
 			vecs[e.Hash] = v
 		}
 	}
