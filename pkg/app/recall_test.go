@@ -69,6 +69,21 @@ func TestRecallDoneWhen(t *testing.T) {
 				time.Sleep(50 * time.Millisecond)
 			}
 		}
+		// The core files seeded for a new agent are indexed by their own messages, not only by
+		// the reconciler's next sweep (30 s): well within 10 s even on a loaded machine.
+		for {
+			found := false
+			for _, h := range search(rest, "k1", "约定").Hits {
+				found = found || h.Filename == "MEMORY.md"
+			}
+			if found {
+				break
+			}
+			if time.Since(written) > 10*time.Second {
+				t.Fatal("seeded MEMORY.md not searchable within 10 s")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 		res := search(rest, "k1", "杭州")
 		if res.Mode != "lexical" || !strings.Contains(res.Notice, "no embedding endpoint") {
 			t.Errorf("without an embedding endpoint the answer says lexical only: %+v", res)

@@ -42,7 +42,7 @@ func New(t Caller, agentID int64, language string, log *slog.Logger) *mcp.Server
 			Logger: sdkLogger(log),
 			// Tools only: no logging capability (the SDK's historical default).
 			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
-			Instructions: instructions(language, agentID),
+			Instructions: instructions(language, agentID, hasSearch(t)),
 		})
 	defs := tool.Definitions(language)
 	if d, ok := t.(interface {
@@ -61,11 +61,25 @@ func New(t Caller, agentID int64, language string, log *slog.Logger) *mcp.Server
 	return s
 }
 
-func instructions(language string, agentID int64) string {
+func instructions(language string, agentID int64, search bool) string {
 	if language == "en" {
-		return fmt.Sprintf("Workspace memory of agent %d: list, read, write and edit its Markdown memory files (MEMORY.md, PROFILE.md, memory/YYYY-MM-DD.md...). Read a file before you change it.", agentID)
+		s := fmt.Sprintf("Workspace memory of agent %d: list, read, write and edit its Markdown memory files (MEMORY.md, PROFILE.md, memory/YYYY-MM-DD.md...). Read a file before you change it.", agentID)
+		if search {
+			s += " Search all of it with search_workspace_memory before answering about past events, preferences or identifiers; read the lines a hit points at with read_workspace_memory_lines."
+		}
+		return s
 	}
-	return fmt.Sprintf("智能体 %d 的工作区记忆：列出、读取、写入和编辑其 Markdown 记忆文件（MEMORY.md、PROFILE.md、memory/YYYY-MM-DD.md 等）。修改前先读取。", agentID)
+	s := fmt.Sprintf("智能体 %d 的工作区记忆：列出、读取、写入和编辑其 Markdown 记忆文件（MEMORY.md、PROFILE.md、memory/YYYY-MM-DD.md 等）。修改前先读取。", agentID)
+	if search {
+		s += "回答涉及过去的事情、偏好或标识符的问题前，先用 search_workspace_memory 检索全部记忆；用 read_workspace_memory_lines 读取命中的行。"
+	}
+	return s
+}
+
+// hasSearch reports whether the caller offers the recall tools.
+func hasSearch(t Caller) bool {
+	r, ok := t.(interface{ RecallEnabled() bool })
+	return ok && r.RecallEnabled()
 }
 
 // annotations tell clients which tools only read and which replace content.

@@ -15,6 +15,14 @@ type snapshot struct {
 	chunks     []cachedChunk
 	bm25       *lexical.Index
 	bytes      int64
+	// files is the index state (mate_recall_file) each file's chunks were read at; a refresh
+	// re-reads only the files whose state moved.
+	files map[string]fileState
+}
+
+type fileState struct {
+	fileID, version int64
+	pending         bool
 }
 
 // cache keeps snapshots of recently searched agents within a byte budget (LRU). The

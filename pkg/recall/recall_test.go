@@ -258,3 +258,44 @@ func TestCacheFollowsGenerationAndBudget(t *testing.T) {
 }
 
 func slogDiscard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// A warm snapshot is refreshed file by file: a change of one file is seen, the other files'
+// chunks stay, a deleted file's chunks go, and the result equals a cold build.
+func TestIncrementalRefreshMatchesColdBuild(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		r := newRig(t, db, true)
+		ctx := context.Background()
+		r.write(t, 1, "memory/2026-05-01.md", "# 2026-05-01\n\nThe router is rt-lab-01.\n")
+		r.write(t, 1, "memory/2026-05-02.md", "# 2026-05-02\n\nThe printer is pr-hall-02.\n")
+		r.write(t, 1, "notes.md", "# Notes\n\nThe scanner is sc-desk-03.\n")
+		_ = r.search(t, 1, recall.Query{Text: "router"}) // warm
+		r.write(t, 1, "memory/2026-05-02.md", "# 2026-05-02\n\nThe printer moved; it is pr-roof-09 now.\n")
+		if err := r.ws.Delete(ctx, 1, "notes.md", workspace.AnyVersion, workspace.Change{Actor: store.ActorTool}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.ix.Sync(ctx, 1, "notes.md"); err != nil {
+			t.Fatal(err)
+		}
+		warm := func(q string) []string {
+			var out []string
+			for _, h := range r.search(t, 1, recall.Query{Text: q}).Hits {
+				out = append(out, h.Filename+":"+h.Snippet)
+			}
+			return out
+		}
+		got := map[string][]string{}
+		for _, q := range []string{"router rt-lab-01", "printer", "pr-hall-02", "scanner sc-desk-03"} {
+			got[q] = warm(q)
+		}
+		if len(got["router rt-lab-01"]) == 0 || !strings.Contains(strings.Join(got["printer"], " "), "pr-roof-09") ||
+			strings.Contains(strings.Join(got["pr-hall-02"], " "), "pr-hall-02") || strings.Contains(strings.Join(got["scanner sc-desk-03"], " "), "sc-desk-03") {
+			t.Fatalf("incremental refresh: %q", got)
+		}
+		r.se.Invalidate(1) // cold build from the database
+		for q, want := range got {
+			if cold := warm(q); strings.Join(cold, "|") != strings.Join(want, "|") {
+				t.Errorf("%q: warm %q, cold %q", q, want, cold)
+			}
+		}
+	})
+}

@@ -80,6 +80,8 @@ type cachedChunk struct {
 	heading, text  string
 	fileVersion    int64
 	hash           string
+	ordinal        int
+	terms          string // analysed terms, space-separated (the BM25 rebuild reads them)
 	date           time.Time
 	dated          bool
 	vec            []float32
@@ -425,22 +427,47 @@ func (s *Searcher) queryVector(ctx context.Context, text string) ([]float32, err
 	return vs[0], nil
 }
 
-// load returns the agent's snapshot, from the cache while its generation is current.
+// load returns the agent's snapshot, from the cache while its generation is current, else
+// refreshed from the database (only the files whose index state moved are read again).
 func (s *Searcher) load(ctx context.Context, agentID int64) (*snapshot, error) {
 	gen, err := s.generation(ctx, agentID)
 	if err != nil {
 		return nil, err
 	}
-	if snap := s.cache.get(agentID); snap != nil && snap.generation == gen && snap.model == s.model() {
-		return snap, nil
+	old := s.cache.get(agentID)
+	if old != nil && old.generation == gen && old.model == s.model() {
+		return old, nil
 	}
 	v, err, _ := s.sf.Do(fmt.Sprint(agentID, "/", gen), func() (any, error) {
-		return s.build(ctx, agentID, gen)
+		return s.refresh(ctx, agentID, gen, old)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return v.(*snapshot), nil
+}
+
+// Refresh brings a cached agent's snapshot up to date in the background (an index notice
+// said it changed), so the next search is warm. Agents not cached are left alone.
+func (s *Searcher) Refresh(agentID int64) {
+	if s.cache.get(agentID) == nil {
+		return
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := s.load(ctx, agentID); err != nil {
+			s.log.Warn("recall: background refresh failed; the next search reloads", "agent", agentID, "err", err)
+		}
+	}()
+}
+
+// CachedGeneration is the generation of the agent's cached snapshot (-1 when none).
+func (s *Searcher) CachedGeneration(agentID int64) int64 {
+	if snap := s.cache.get(agentID); snap != nil {
+		return snap.generation
+	}
+	return -1
 }
 
 func (s *Searcher) generation(ctx context.Context, agentID int64) (int64, error) {
@@ -455,23 +482,67 @@ func (s *Searcher) generation(ctx context.Context, agentID int64) (int64, error)
 	return row.Generation, nil
 }
 
-// build reads the agent's chunks (and vectors for the model) from the database.
-func (s *Searcher) build(ctx context.Context, agentID, gen int64) (*snapshot, error) {
+// refresh builds the agent's snapshot at generation gen. With a previous snapshot of the same
+// model it keeps the chunks of files whose index state has not moved and reads only the
+// others; without one it reads everything.
+func (s *Searcher) refresh(ctx context.Context, agentID, gen int64, old *snapshot) (*snapshot, error) {
+	db := s.db.WithContext(ctx)
+	var states []store.RecallFile
+	if err := db.Select("filename", "file_id", "version", "embed_pending").Where("agent_id = ?", agentID).Find(&states).Error; err != nil {
+		return nil, fmt.Errorf("read index state of agent %d: %w", agentID, err)
+	}
+	files := make(map[string]fileState, len(states))
+	for _, st := range states {
+		files[st.Filename] = fileState{fileID: st.FileID, version: st.Version, pending: st.EmbedPending}
+	}
+	model := s.model()
+	full := old == nil || old.model != model
+	var changed []string
+	if !full {
+		for name, st := range files {
+			if prev, ok := old.files[name]; !ok || prev != st {
+				changed = append(changed, name)
+			}
+		}
+	}
 	var rows []store.RecallChunk
-	if err := s.db.WithContext(ctx).
-		Select("filename", "ordinal", "start_line", "end_line", "heading", "text", "terms", "hash", "file_version", "note_date", "dated").
-		Where("agent_id = ?", agentID).Order("filename, ordinal").Find(&rows).Error; err != nil {
-		return nil, fmt.Errorf("read chunks of agent %d: %w", agentID, err)
+	cols := []string{"filename", "ordinal", "start_line", "end_line", "heading", "text", "terms", "hash", "file_version", "note_date", "dated"}
+	if full {
+		if err := db.Select(cols).Where("agent_id = ?", agentID).Find(&rows).Error; err != nil {
+			return nil, fmt.Errorf("read chunks of agent %d: %w", agentID, err)
+		}
+	} else {
+		for start := 0; start < len(changed); start += 200 {
+			var part []store.RecallChunk
+			if err := db.Select(cols).Where("agent_id = ? AND filename IN ?", agentID, changed[start:min(start+200, len(changed))]).
+				Find(&part).Error; err != nil {
+				return nil, fmt.Errorf("read chunks of agent %d: %w", agentID, err)
+			}
+			rows = append(rows, part...)
+		}
 	}
 	vecs := map[string][]float32{}
-	model := s.model()
-	if s.emb != nil {
+	if s.emb != nil && len(rows) > 0 {
 		var ems []store.RecallEmbedding
-		if err := s.db.WithContext(ctx).Select("hash", "vector").
-			Where("model = ? AND hash IN (?)", model,
-				s.db.Model(&store.RecallChunk{}).Select("hash").Where("agent_id = ?", agentID)).
-			Find(&ems).Error; err != nil {
-			return nil, fmt.Errorf("read vectors of agent %d: %w", agentID, err)
+		q := db.Select("hash", "vector").Where("model = ?", model)
+		if full {
+			q = q.Where("hash IN (?)", s.db.Model(&store.RecallChunk{}).Select("hash").Where("agent_id = ?", agentID))
+			if err := q.Find(&ems).Error; err != nil {
+				return nil, fmt.Errorf("read vectors of agent %d: %w", agentID, err)
+			}
+		} else {
+			hashes := make([]string, len(rows))
+			for k, r := range rows {
+				hashes[k] = r.Hash
+			}
+			for start := 0; start < len(hashes); start += 500 {
+				var part []store.RecallEmbedding
+				if err := db.Select("hash", "vector").Where("model = ? AND hash IN ?", model, hashes[start:min(start+500, len(hashes))]).
+					Find(&part).Error; err != nil {
+					return nil, fmt.Errorf("read vectors of agent %d: %w", agentID, err)
+				}
+				ems = append(ems, part...)
+			}
 		}
 		for _, e := range ems {
 			v, err := embed.Decode(e.Vector)
@@ -481,13 +552,56 @@ func (s *Searcher) build(ctx context.Context, agentID, gen int64) (*snapshot, er
 			vecs[e.Hash] = v
 		}
 	}
-	snap := &snapshot{agentID: agentID, generation: gen, model: model, chunks: make([]cachedChunk, len(rows))}
-	docs := make([][]string, len(rows))
-	for k, r := range rows {
-		docs[k] = lexical.SplitTerms(r.Terms)
-		snap.chunks[k] = cachedChunk{filename: r.Filename, startLine: r.StartLine, end: r.EndLine, heading: r.Heading,
-			text: r.Text, fileVersion: r.FileVersion, hash: r.Hash, date: r.NoteDate.UTC(), dated: r.Dated, vec: vecs[r.Hash], ix: k}
-		snap.bytes += int64(len(r.Filename) + len(r.Heading) + len(r.Text) + 4*len(vecs[r.Hash]) + 64 + 160)
+
+	var chunks []cachedChunk
+	if !full {
+		// Drop the chunks of changed files (read again above) and of files whose state is
+		// gone (deleted); keep the rest, as a full read would.
+		drop := map[string]bool{}
+		for _, name := range changed {
+			drop[name] = true
+		}
+		for name := range old.files {
+			if _, live := files[name]; !live {
+				drop[name] = true
+			}
+		}
+		for _, c := range old.chunks {
+			if !drop[c.filename] {
+				chunks = append(chunks, c)
+			}
+		}
+	}
+	for _, r := range rows {
+		chunks = append(chunks, cachedChunk{filename: r.Filename, ordinal: r.Ordinal, startLine: r.StartLine, end: r.EndLine,
+			heading: r.Heading, text: r.Text, terms: r.Terms, fileVersion: r.FileVersion, hash: r.Hash,
+			date: r.NoteDate.UTC(), dated: r.Dated, vec: vecs[r.Hash]})
+	}
+	sort.Slice(chunks, func(i, j int) bool {
+		if chunks[i].filename != chunks[j].filename {
+			return chunks[i].filename < chunks[j].filename
+		}
+		return chunks[i].ordinal < chunks[j].ordinal
+	})
+	snap := &snapshot{agentID: agentID, generation: gen, model: model, chunks: chunks, files: files}
+	// Vectors are copied into one array (in chunk order, so the scan reads memory in order,
+	// and no array of a previous snapshot stays alive for a few kept chunks).
+	total := 0
+	for _, c := range chunks {
+		total += len(c.vec)
+	}
+	block := make([]float32, 0, total)
+	docs := make([][]string, len(chunks))
+	for k := range chunks {
+		c := &chunks[k]
+		if c.vec != nil {
+			start := len(block)
+			block = append(block, c.vec...)
+			c.vec = block[start:len(block):len(block)]
+		}
+		c.ix = k
+		docs[k] = lexical.SplitTerms(c.terms)
+		snap.bytes += int64(len(c.filename) + len(c.heading) + len(c.text) + len(c.terms) + 4*len(c.vec) + 64 + 200)
 	}
 	snap.bm25 = lexical.NewIndex(docs)
 	snap.bytes += int64(snap.bm25.Bytes())

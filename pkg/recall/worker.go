@@ -350,11 +350,14 @@ func (w *Worker) syncOne(ctx context.Context, agentID int64, filename string, re
 	return nil
 }
 
-// Subscribe drops a searcher's cached agent whenever an indexer announces new chunks.
+// Subscribe refreshes a searcher's cached agent in the background whenever an indexer
+// announces new chunks of it (only the changed files are read again), so the next search on
+// this replica is warm. A missed notice costs nothing but that: searches compare the
+// generation with the database anyway.
 func Subscribe(nc *nats.Conn, s *Searcher) (*nats.Subscription, error) {
 	return nc.Subscribe(SubjectIndexed+".*", func(m *nats.Msg) {
 		if id, err := strconv.ParseInt(m.Subject[len(SubjectIndexed)+1:], 10, 64); err == nil {
-			s.Invalidate(id)
+			s.Refresh(id)
 		}
 	})
 }

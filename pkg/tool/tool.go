@@ -314,7 +314,7 @@ func jsonType(kind string) string {
 	case "bool":
 		return "boolean"
 	case "int", "int64":
-		return "integer"
+		return "whole number"
 	case "ptr":
 		return "value of the documented type"
 	}

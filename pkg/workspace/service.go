@@ -193,6 +193,10 @@ func (s *Service) seedAgent(ctx context.Context, agentID int64) (store.Agent, er
 	if store.IsDuplicate(err) {
 		// Another process seeded it first.
 		err = s.db.WithContext(ctx).Where("id = ?", agentID).Take(&a).Error
+	} else if err == nil {
+		for _, name := range CoreFiles {
+			s.notifyChanged(ctx, agentID, name, 1)
+		}
 	}
 	return a, err
 }

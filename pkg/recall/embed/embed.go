@@ -117,12 +117,19 @@ func Normalize(v []float32) []float32 {
 
 // Dot is the inner product (the cosine of unit vectors). Lengths must match.
 func Dot(a, b []float32) float32 {
-	var s float32
 	b = b[:len(a)]
-	for i, x := range a {
-		s += x * b[i]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
 	}
-	return s
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return s0 + s1 + s2 + s3
 }
 
 // Encode stores v as little-endian float32.
@@ -136,10 +143,18 @@ func Encode(v []float32) []byte {
 
 // Decode reads a vector stored by Encode.
 func Decode(b []byte) ([]float32, error) {
+	return DecodeInto(nil, b)
+}
+
+// DecodeInto appends the vector stored in b to dst (one backing array for many vectors keeps
+// a scan over them in cache) and returns the new vector, a slice of dst's array.
+func DecodeInto(dst []float32, b []byte) ([]float32, error) {
 	if len(b)%4 != 0 {
 		return nil, fmt.Errorf("vector blob of %d bytes is not a multiple of 4", len(b))
 	}
-	v := make([]float32, len(b)/4)
+	start := len(dst)
+	dst = append(dst, make([]float32, len(b)/4)...)
+	v := dst[start:len(dst):len(dst)]
 	for i := range v {
 		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}

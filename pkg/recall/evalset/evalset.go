@@ -184,18 +184,19 @@ func Print(w io.Writer, ms []Metrics) {
 		ks = append(ks, k)
 	}
 	sort.Strings(ks)
-	fmt.Fprintf(w, "| configuration | queries | recall@%d | MRR@10 |", ms[0].K)
+	fmt.Fprintln(w, "(per-kind columns: recall@k of that kind of query)")
+	fmt.Fprintf(w, "| configuration | queries | recall@%d | MRR@10 | MRR superseded |", ms[0].K)
 	for _, k := range ks {
 		fmt.Fprintf(w, " %s |", k)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprint(w, "| --- | --- | --- | --- |")
+	fmt.Fprint(w, "| --- | --- | --- | --- | --- |")
 	for range ks {
 		fmt.Fprint(w, " --- |")
 	}
 	fmt.Fprintln(w)
 	for _, m := range ms {
-		fmt.Fprintf(w, "| %s | %d | %.3f | %.3f |", m.Name, m.Queries, m.RecallAtK, m.MRR)
+		fmt.Fprintf(w, "| %s | %d | %.3f | %.3f | %.3f |", m.Name, m.Queries, m.RecallAtK, m.MRR, m.MRRByKind["superseded"])
 		for _, k := range ks {
 			fmt.Fprintf(w, " %.2f |", m.ByKind[k])
 		}
