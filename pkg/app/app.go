@@ -331,7 +331,8 @@ func (a *App) Close() {
 // Banner describes where the process listens, for the start-up log.
 func (a *App) Banner() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "MateMemory %s (%s) listening on http://%s\n", Version, strings.Join(a.Opts.Targets, ","), a.Addr)
+	fmt.Fprintf(&b, "MateMemory (%s) listening on http://%s\n", strings.Join(a.Opts.Targets, ","), a.Addr)
+	fmt.Fprintf(&b, "  version: %s\n", Version)
 	fmt.Fprintf(&b, "  database: %s", a.Cfg.Mate.Database.Driver)
 	if a.Cfg.Mate.Database.Driver == "sqlite" {
 		where := a.Cfg.Mate.Database.DSN // a file name, no secret in it

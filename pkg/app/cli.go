@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -25,7 +26,8 @@ var Version = "dev"
 // defaultTarget is the binary's own part ("api", "summarizer", ...); cmd/api defaults to the
 // all-in-one target when no external NATS is configured.
 func Main(defaultTarget string) int {
-	return Run(defaultTarget, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Environ())
+	// Help and completion use the name the binary was started by (the image's "matememory").
+	return run(filepath.Base(os.Args[0]), defaultTarget, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Environ())
 }
 
 // exitError carries the exit code of a failure: 2 for bad usage, 1 for a failure at run time.
@@ -44,7 +46,14 @@ func usageErr(format string, args ...any) error {
 // Run parses args (without the program name) and runs the command they name. Help and
 // --version exit 0, bad usage 2, a failure 1.
 func Run(defaultTarget string, args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) int {
+	return run(defaultTarget, defaultTarget, args, stdin, stdout, stderr, environ)
+}
+
+func run(name, defaultTarget string, args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) int {
 	root := rootCommand(defaultTarget, stdin, stdout, stderr, environ)
+	if name != "" && name != "." {
+		root.Use = name
+	}
 	root.SetArgs(goStyleFlags(args))
 	root.SetOut(stdout)
 	root.SetErr(stderr)
