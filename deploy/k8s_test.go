@@ -191,30 +191,36 @@ func decodeManifests(dir string, docs [][]byte) (*manifests, error) {
 	return ms, nil
 }
 
-// exampleSecrets decodes base/secret.example.yaml, the Secret the operator creates.
+// exampleSecrets decodes base/secret.example.yaml, the Secrets the operator creates (one
+// YAML document each).
 func exampleSecrets(t testing.TB) map[string]*corev1.Secret {
 	t.Helper()
 	raw, err := os.ReadFile("k8s/base/secret.example.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &corev1.Secret{}
-	if err := sigsyaml.UnmarshalStrict(raw, s); err != nil {
-		t.Fatalf("secret.example.yaml: %v", err)
-	}
-	if s.APIVersion != "v1" || s.Kind != "Secret" || s.Name == "" {
-		t.Fatalf("secret.example.yaml: not a v1 Secret with a name: %s/%s %q", s.APIVersion, s.Kind, s.Name)
-	}
-	for k, v := range s.StringData {
-		// Placeholders only: a DSN password or key must say CHANGE-ME, or be empty.
-		if v != "" && !strings.Contains(v, "CHANGE-ME") {
-			t.Errorf("secret.example.yaml: %s holds a value without a CHANGE-ME placeholder; never commit real secrets", k)
+	out := map[string]*corev1.Secret{}
+	for _, doc := range strings.Split(string(raw), "\n---\n") {
+		s := &corev1.Secret{}
+		if err := sigsyaml.UnmarshalStrict([]byte(doc), s); err != nil {
+			t.Fatalf("secret.example.yaml: %v", err)
 		}
+		if s.APIVersion != "v1" || s.Kind != "Secret" || s.Name == "" {
+			t.Fatalf("secret.example.yaml: not a v1 Secret with a name: %s/%s %q", s.APIVersion, s.Kind, s.Name)
+		}
+		for k, v := range s.StringData {
+			// Placeholders only: a DSN password or key must say CHANGE-ME, or be empty (user
+			// names are not secrets).
+			if v != "" && !strings.Contains(v, "CHANGE-ME") && k != "MATE_NATS_USER" {
+				t.Errorf("secret.example.yaml: %s holds a value without a CHANGE-ME placeholder; never commit real secrets", k)
+			}
+		}
+		if len(s.Data) > 0 {
+			t.Errorf("secret.example.yaml: use stringData placeholders, not base64 data")
+		}
+		out[s.Name] = s
 	}
-	if len(s.Data) > 0 {
-		t.Errorf("secret.example.yaml: use stringData placeholders, not base64 data")
-	}
-	return map[string]*corev1.Secret{s.Name: s}
+	return out
 }
 
 // componentOf is a workload's app.kubernetes.io/component label.
@@ -377,7 +383,7 @@ func checkPod(where string, spec corev1.PodSpec, ms *manifests, secrets map[stri
 			errs = append(errs, err)
 			continue
 		}
-		errs = append(errs, checkDeployedSettings(cw, cfg)...)
+		errs = append(errs, checkDeployedSettings(cw, cfg, contains(c.Command, "migrate") || contains(c.Args, "migrate"))...)
 		cfgs = append(cfgs, cfg)
 		if serving {
 			errs = append(errs, checkProbes(cw, c, cfg)...)

@@ -47,7 +47,7 @@ func TestLocalRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		noErrs(t, checkDeployedSettings("local/matememory.env", cfg))
+		noErrs(t, checkDeployedSettings("local/matememory.env", cfg, false))
 		if cfg.Mate.NATS.Replicas != 3 {
 			t.Errorf("local/matememory.env: MATE_NATS_REPLICAS %d; the hand-run cluster has three nodes", cfg.Mate.NATS.Replicas)
 		}

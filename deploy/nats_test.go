@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -49,6 +50,8 @@ type natsChartValues struct {
 			Enabled bool `json:"enabled"`
 			Port    int  `json:"port"`
 		} `json:"monitor"`
+		// Merge is merged into the top of the server configuration (authorization).
+		Merge map[string]any `json:"merge"`
 	} `json:"config"`
 	Container struct {
 		Image struct {
@@ -58,6 +61,8 @@ type natsChartValues struct {
 		Merge struct {
 			Resources corev1.ResourceRequirements `json:"resources"`
 		} `json:"merge"`
+		// Env of the NATS container (the users' passwords, from a Secret).
+		Env []corev1.EnvVar `json:"env"`
 	} `json:"container"`
 	PodTemplate struct {
 		TopologySpreadConstraints map[string]struct {
@@ -109,6 +114,18 @@ func chartServerConfig(v *natsChartValues, pod int) (string, error) {
 	for i := 0; i < v.Config.Cluster.Replicas; i++ {
 		routes = append(routes, fmt.Sprintf("%q", fmt.Sprintf("nats://nats-%d.nats-headless:6222", i)))
 	}
+	top := ""
+	for _, k := range sortedKeys(v.Config.Merge) {
+		var buf strings.Builder
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(v.Config.Merge[k]); err != nil {
+			return "", err
+		}
+		b := strings.TrimSpace(buf.String())
+		// The chart writes << $VAR >> unquoted: a variable the server reads from its environment.
+		top += k + ": " + chartVariable.ReplaceAllString(b, "$1") + "\n"
+	}
 	return fmt.Sprintf(`server_name: "nats-%d"
 port: 4222
 http_port: %d
@@ -118,8 +135,10 @@ cluster {
   port: 6222
   routes: [%s]
 }
-`, pod, v.Config.Monitor.Port, jsJSON, strings.Join(routes, ", ")), nil
+%s`, pod, v.Config.Monitor.Port, jsJSON, strings.Join(routes, ", "), top), nil
 }
+
+var chartVariable = regexp.MustCompile(`"<<\s*(\$[A-Za-z_][A-Za-z0-9_]*)\s*>>"`)
 
 // checkNATSValues checks the chart values and returns the server options nats-server derives.
 func checkNATSValues(v *natsChartValues) (*server.Options, []error) {
@@ -156,12 +175,32 @@ func checkNATSValues(v *natsChartValues) (*server.Options, []error) {
 	if err != nil {
 		return nil, append(errs, err)
 	}
+	// The passwords come from the container's environment (container.env, a Secret).
+	for _, e := range v.Container.Env {
+		if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+			errs = append(errs, fmt.Errorf("nats-values.yaml: container.env %s must come from a Secret (valueFrom.secretKeyRef)", e.Name))
+		}
+		os.Setenv(e.Name, "test-"+strings.ToLower(e.Name))
+		defer os.Unsetenv(e.Name)
+	}
 	opts := &server.Options{}
 	if err := opts.ProcessConfigString(conf); err != nil {
 		return nil, append(errs, fmt.Errorf("nats-values.yaml: nats-server refuses the configuration the chart would render:\n%s\n%w", conf, err))
 	}
 	if !opts.JetStream || !opts.SyncAlways {
 		errs = append(errs, fmt.Errorf("nats-values.yaml: JetStream must fsync every write (config.jetstream.merge.sync_interval: always, the design's durability rule); nats-server reads jetstream=%v sync_always=%v", opts.JetStream, opts.SyncAlways))
+	}
+	users := map[string]bool{}
+	for _, u := range opts.Users {
+		users[u.Username] = true
+		if u.Password == "" {
+			errs = append(errs, fmt.Errorf("nats-values.yaml: NATS user %s has no password", u.Username))
+		}
+	}
+	for _, want := range []string{"matememory-api", "matememory-worker", "chat"} {
+		if !users[want] {
+			errs = append(errs, fmt.Errorf("nats-values.yaml: no NATS user %s: the cluster must take no anonymous client (config.merge.authorization, as compose/nats/accounts.conf)", want))
+		}
 	}
 	if opts.StoreDir != c.JetStream.FileStore.Dir {
 		errs = append(errs, fmt.Errorf("nats-values.yaml: store dir %q, expected %q", opts.StoreDir, c.JetStream.FileStore.Dir))

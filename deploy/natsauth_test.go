@@ -19,6 +19,7 @@ import (
 	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/event"
 	"github.com/matememory/matememory/pkg/eventpub"
+	"github.com/matememory/matememory/pkg/recall"
 )
 
 // natsWithAccounts starts a one-node JetStream server with compose/nats/accounts.conf, the
@@ -146,6 +147,20 @@ func TestNATSAccountsAndPermissions(t *testing.T) {
 			t.Fatal("the event was not extracted into a daily note by the worker user")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+
+	// The daily note is searchable through the api: the workers announce the change to the
+	// indexer and the api hears the index notice, with their own users.
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		res, err := api.Recall.Search(ctx, 5, recall.Query{Text: "Fridays"})
+		if err == nil && len(res.Hits) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the daily note was not found by search through the api user: %+v %v", res, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 
 	// Chat: no reading, no other subjects, no JetStream administration.

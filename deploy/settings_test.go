@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -79,11 +80,15 @@ func loadSettings(where, file string, env map[string]string) (config.Config, err
 // checkDeployedSettings holds what every deployed process must have: an external NATS (an
 // empty URL would start an embedded server per process), MySQL, and API keys when listening
 // beyond loopback (the binaries refuse to start otherwise).
-func checkDeployedSettings(where string, cfg config.Config) []error {
+// migrateOnly: the process only applies migrations and never connects to NATS.
+func checkDeployedSettings(where string, cfg config.Config, migrateOnly bool) []error {
 	var errs []error
 	m := cfg.Mate
 	if m.NATS.URL == "" {
 		errs = append(errs, fmt.Errorf("%s: mate.nats.url (MATE_NATS_URL) is empty: each process would start its own embedded NATS", where))
+	}
+	if !migrateOnly && m.NATS.URL != "" && !m.NATS.HasCredentials() && !loopbackURLs(m.NATS.URL) {
+		errs = append(errs, fmt.Errorf("%s: connects to NATS without credentials (MATE_NATS_USER/MATE_NATS_PASSWORD): the cluster takes no anonymous client (compose/nats/accounts.conf)", where))
 	}
 	if m.Database.Driver != "mysql" {
 		errs = append(errs, fmt.Errorf("%s: mate.database.driver is %q; deploys use mysql (SQLite is per process)", where, m.Database.Driver))
@@ -249,4 +254,16 @@ func noErrs(t *testing.T, errs []error) {
 	for _, err := range errs {
 		t.Error(err)
 	}
+}
+
+// loopbackURLs reports whether every NATS URL of a comma-separated list is on this machine
+// (the hand-run local cluster, where anonymous clients are acceptable).
+func loopbackURLs(list string) bool {
+	for _, u := range strings.Split(list, ",") {
+		pu, err := url.Parse(strings.TrimSpace(u))
+		if err != nil || !config.LoopbackOnly(pu.Host) {
+			return false
+		}
+	}
+	return true
 }
