@@ -176,11 +176,13 @@ func TestTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(defs) != len(tool.Names) {
-		t.Fatalf("%d tools, want %d", len(defs), len(tool.Names))
+	// The four file tools, then the recall tools (memory search is on by default).
+	names := append(append([]string(nil), tool.Names...), tool.SearchMemory, tool.ReadLines)
+	if len(defs) != len(names) {
+		t.Fatalf("%d tools, want %d", len(defs), len(names))
 	}
 	for i, d := range defs {
-		if d.Type != "function" || d.Function.Name != tool.Names[i] || d.Function.Description == "" {
+		if d.Type != "function" || d.Function.Name != names[i] || d.Function.Description == "" {
 			t.Errorf("definition %d = %+v", i, d)
 		}
 		if strings.Contains(strings.ToLower(string(d.Function.Parameters)), "agentid") {
