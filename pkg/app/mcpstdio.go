@@ -9,11 +9,14 @@ import (
 
 	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/mcpserver"
+	"github.com/matememory/matememory/pkg/recall"
+	"github.com/matememory/matememory/pkg/recall/lexical"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/tool"
+	"github.com/matememory/matememory/pkg/workspace"
 )
 
-// mcpStdio is `api mcp-stdio --agent N`: the four memory tools of one agent over MCP on
+// mcpStdio is `api mcp-stdio --agent N`: the memory tools of one agent over MCP on
 // stdin/stdout, for a local agent that starts MateMemory as a subprocess. It opens the
 // configured database directly (migrating it, like every process) and needs no NATS. Stdout
 // (out) carries protocol messages only; logs and errors go to stderr (log, errOut).
@@ -50,7 +53,31 @@ func mcpStdio(ctx context.Context, cfg config.Config, log *slog.Logger, args []s
 	// The same workspace wiring as the API (limits, defaults, first-seen agent hooks), without
 	// the bus.
 	a := &App{Opts: Options{Config: cfg, Log: log}, Cfg: cfg, Log: log, DB: db}
-	tools := tool.New(a.newWorkspace(db))
+	var extra []workspace.Option
+	var searcher *recall.Searcher
+	if m.Memory.Search.Enabled {
+		// No bus here: this process indexes its own writes inline (the hook runs after each
+		// commit), brings the agent's index up to date at start, and searches the database.
+		set, emb, an := recallSettings(cfg), embedder(cfg), lexical.NewAnalyzer()
+		ix := a.newIndexer(an, set, emb)
+		extra = append(extra, workspace.WithChangeHook(func(ctx context.Context, agentID int64, filename string, _ int64) {
+			if _, err := ix.Sync(ctx, agentID, filename); err != nil {
+				log.Warn("mcp-stdio: index after write failed; a running indexer's reconciler or api reindex catches up", "file", filename, "err", err)
+			}
+		}))
+		if _, err := ix.Backfill(ctx, *agentID, nil); err != nil {
+			log.Warn("mcp-stdio: indexing the agent's files failed; search may miss some", "err", err)
+		}
+		opts := []recall.SearcherOption{recall.SearchWithLogger(log)}
+		if emb != nil {
+			opts = append(opts, recall.SearchWithEmbedder(emb))
+		}
+		searcher = recall.NewSearcher(db, an, set, opts...)
+	}
+	tools := tool.New(a.newWorkspace(db, extra...))
+	if searcher != nil {
+		tools.EnableRecall(searcher)
+	}
 	lang := *language
 	if lang == "" {
 		lang = tools.DefaultLanguage()

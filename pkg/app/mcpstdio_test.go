@@ -54,10 +54,11 @@ func TestMCPStdio(t *testing.T) {
 	for _, tl := range tools.Tools {
 		names = append(names, tl.Name)
 	}
-	if len(names) != len(tool.Names) {
-		t.Fatalf("tools = %v, want %v", names, tool.Names)
+	want := append(slices.Clone(tool.Names), tool.SearchMemory, tool.ReadLines)
+	if len(names) != len(want) {
+		t.Fatalf("tools = %v, want %v", names, want)
 	}
-	for _, n := range tool.Names {
+	for _, n := range want {
 		if !slices.Contains(names, n) {
 			t.Fatalf("tools = %v, missing %s", names, n)
 		}
@@ -70,6 +71,7 @@ func TestMCPStdio(t *testing.T) {
 		{tool.WriteFile, map[string]any{"filename": "local.md", "content": "from stdio"}},
 		{tool.ReadFile, map[string]any{"filename": "local.md"}},
 		{tool.EditFile, map[string]any{"filename": "local.md", "oldText": "stdio", "newText": "a local agent"}},
+		{tool.SearchMemory, map[string]any{"query": "local agent"}},
 		{tool.ListFiles, map[string]any{}},
 	}
 	var last string
@@ -81,6 +83,10 @@ func TestMCPStdio(t *testing.T) {
 		last = res.Content[0].(*mcp.TextContent).Text
 		if res.IsError {
 			t.Fatalf("%s: tool error %s", s.tool, last)
+		}
+		// Without a bus, stdio indexes its own writes before answering: the edit is found.
+		if s.tool == tool.SearchMemory && !strings.Contains(last, `"filename":"local.md"`) {
+			t.Fatalf("search over stdio did not find the edited file: %s", last)
 		}
 	}
 	var list tool.ListResult

@@ -58,13 +58,20 @@ func TestRecallDoneWhen(t *testing.T) {
 		}
 		rest := base + "/api/v1/agents/1/memory/search"
 		toolURL := base + "/api/v1/agents/1/tools/search_workspace_memory"
+		// 2 s is the goal with the embedded defaults (make run: SQLite). The MariaDB of the
+		// test machine is shared with every other test run (each commit an fsync), so there
+		// the bound only says "promptly, by the message, not by the 30 s reconciler".
+		limit := 2 * time.Second
+		if db.Driver == "mysql" {
+			limit = 10 * time.Second
+		}
 		for _, c := range []struct{ url, q, want string }{
 			{rest, "杭州出差", "西湖"}, {rest, "domain renewal", "example-shop.io"},
 			{toolURL, "酒店", "杭州"}, {toolURL, "example-shop.io", "2031"},
 		} {
 			for !has(search(c.url, "k1", c.q), c.want) {
-				if time.Since(written) > 2*time.Second {
-					t.Fatalf("%s %q: not found within 2 s", c.url, c.q)
+				if time.Since(written) > limit {
+					t.Fatalf("%s %q: not found within %s", c.url, c.q, limit)
 				}
 				time.Sleep(50 * time.Millisecond)
 			}

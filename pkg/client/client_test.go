@@ -176,22 +176,18 @@ func TestTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The four workspace tools first, then the memory-search ones (recall).
-	if len(defs) < len(tool.Names)+2 {
-		t.Fatalf("%d tools, want the %d workspace tools and the search tools", len(defs), len(tool.Names))
+	// The four file tools, then the recall tools (memory search is on by default).
+	names := append(append([]string(nil), tool.Names...), tool.SearchMemory, tool.ReadLines)
+	if len(defs) != len(names) {
+		t.Fatalf("%d tools, want %d", len(defs), len(names))
 	}
-	names := map[string]bool{}
 	for i, d := range defs {
-		names[d.Function.Name] = true
-		if d.Type != "function" || (i < len(tool.Names) && d.Function.Name != tool.Names[i]) || d.Function.Description == "" {
+		if d.Type != "function" || d.Function.Name != names[i] || d.Function.Description == "" {
 			t.Errorf("definition %d = %+v", i, d)
 		}
 		if strings.Contains(strings.ToLower(string(d.Function.Parameters)), "agentid") {
 			t.Errorf("%s parameters mention an agent id: %s", d.Function.Name, d.Function.Parameters)
 		}
-	}
-	if !names["search_workspace_memory"] || !names["read_workspace_memory_lines"] {
-		t.Errorf("the search tools are missing: %v", names)
 	}
 	if _, err := c.Tools(ctx, "fr"); !client.IsBadRequest(err) {
 		t.Fatalf("language fr: err = %v, want 400", err)

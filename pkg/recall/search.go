@@ -125,7 +125,8 @@ func NewSearcher(db *gorm.DB, an *lexical.Analyzer, set Settings, opts ...Search
 	return s
 }
 
-// Invalidate drops an agent's cached snapshot (an index message said it changed).
+// Invalidate drops an agent's cached snapshot: the next search reads it whole from the
+// database (a cold search; benchmarks and tests use it).
 func (s *Searcher) Invalidate(agentID int64) { s.cache.drop(agentID) }
 
 // CacheStats reports cached agents and bytes.

@@ -117,7 +117,7 @@ func NewWorker(js jetstream.JetStream, nc *nats.Conn, db *gorm.DB, ix *Indexer, 
 	if reconcileEvery <= 0 {
 		reconcileEvery = Defaults().ReconcileInterval
 	}
-	w := &Worker{js: js, nc: nc, db: db, ix: ix, log: log, every: reconcileEvery, slack: 5 * time.Minute, conc: 4, now: time.Now}
+	w := &Worker{js: js, nc: nc, db: db, ix: ix, log: log, every: reconcileEvery, slack: 5 * time.Minute, conc: 8, now: time.Now}
 	for _, o := range opts {
 		o(w)
 	}
