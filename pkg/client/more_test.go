@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -149,7 +147,11 @@ func TestRetries(t *testing.T) {
 
 // The client's build pulls nothing but the standard library and the event contract.
 func TestClientDependsOnTheStandardLibraryOnly(t *testing.T) {
-	out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "github.com/matememory/matememory/pkg/client").Output()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is not on PATH: %v", err)
+	}
+	out, err := exec.Command(goBin, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "github.com/matememory/matememory/pkg/client").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}

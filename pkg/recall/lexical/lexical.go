@@ -31,11 +31,9 @@ type latinOnly struct{ f analysis.TokenFilter }
 
 func (l latinOnly) Filter(in analysis.TokenStream) analysis.TokenStream {
 	var latin analysis.TokenStream
-	idx := make([]int, 0, len(in))
-	for i, t := range in {
+	for _, t := range in {
 		if t.Type == analysis.AlphaNumeric {
 			latin = append(latin, t)
-			idx = append(idx, i)
 		}
 	}
 	if len(latin) == 0 {
