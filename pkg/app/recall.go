@@ -71,10 +71,22 @@ func (a *App) buildRecall(ctx context.Context) error {
 		a.onClose(func() { _ = sub.Unsubscribe() })
 		a.Tools.EnableRecall(a.Recall)
 		rest.RegisterRecall(a.HTTP, a.Tools)
+		if m.Memory.Search.SearchesConversations() {
+			// Messages stored through this API are indexed at once; those stored by the
+			// summarizer from events' inline messages are found by the reconciler.
+			n := recall.NewNotifier(a.NC, a.Log)
+			a.Messages.OnAdded(func(ctx context.Context, agentID int64, conv string, lastID int64) {
+				n.Changed(ctx, agentID, recall.ConversationPrefix+conv, lastID)
+			})
+		}
 	}
 	if a.Has(TargetSummarizer) {
 		ix := a.newIndexer(an, set, emb)
-		w := recall.NewWorker(a.JS, a.NC, a.DB, ix, a.Log, set.ReconcileInterval)
+		var wopts []recall.WorkerOption
+		if m.Memory.Search.SearchesConversations() {
+			wopts = append(wopts, recall.WorkerWithConversations())
+		}
+		w := recall.NewWorker(a.JS, a.NC, a.DB, ix, a.Log, set.ReconcileInterval, wopts...)
 		if err := w.Start(ctx); err != nil {
 			return err
 		}

@@ -183,9 +183,12 @@ type Embedding struct {
 // Search is mate.memory.search.*: indexing and ranking of memory search.
 type Search struct {
 	// Enabled turns the index, the recall tools and the search endpoint on.
-	Enabled       bool `yaml:"enabled"`
-	ChunkTokens   int  `yaml:"chunk-tokens"`
-	OverlapTokens int  `yaml:"overlap-tokens"`
+	Enabled bool `yaml:"enabled"`
+	// Sources are what is indexed: "files" (the memory files) and/or "conversations" (the
+	// stored user and assistant messages, one source per conversation). Env: comma-separated.
+	Sources       []string `yaml:"sources"`
+	ChunkTokens   int      `yaml:"chunk-tokens"`
+	OverlapTokens int      `yaml:"overlap-tokens"`
 	// VectorWeight and TextWeight weigh cosine and normalised BM25.
 	VectorWeight float64 `yaml:"vector-weight"`
 	TextWeight   float64 `yaml:"text-weight"`
@@ -291,7 +294,7 @@ func Default() Config {
 			LeaseTTLSeconds:                30,
 			RedactLLMInput:                 true,
 			ManualEmergenceCooldownSeconds: 60,
-			Search: Search{Enabled: true, ChunkTokens: 400, OverlapTokens: 60, VectorWeight: 0.7, TextWeight: 0.3,
+			Search: Search{Enabled: true, Sources: []string{"files"}, ChunkTokens: 400, OverlapTokens: 60, VectorWeight: 0.7, TextWeight: 0.3,
 				HalfLifeDays: 30, DecayFloor: 0.8, MMRLambda: 0.9, MinScore: 0.1, MaxResults: 50, MaxQueryBytes: 2000,
 				CacheMB: 256, ReconcileSeconds: 30},
 		},
@@ -357,4 +360,14 @@ func LoadLocation(name string) (*time.Location, error) {
 		return time.Local, nil
 	}
 	return time.LoadLocation(name)
+}
+
+// SearchesConversations reports whether stored conversations are a memory-search source.
+func (s Search) SearchesConversations() bool {
+	for _, src := range s.Sources {
+		if src == "conversations" {
+			return true
+		}
+	}
+	return false
 }

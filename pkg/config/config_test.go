@@ -212,6 +212,8 @@ func TestBadValuesNameTheKey(t *testing.T) {
 		{[]string{"MATE_NATS_CREDS_FILE", "/x.creds"}, []string{"mate.nats.creds-file", "external NATS"}},
 		{[]string{"MATE_NATS_TLS_CERT_FILE", "/c.pem"}, []string{"mate.nats.tls.key-file", "set both or neither"}},
 		{[]string{"MATE_LLM_MODEL", ""}, []string{"mate.llm.model", "must not be empty"}},
+		{[]string{"MATE_MEMORY_SEARCH_SOURCES", "files,emails"}, []string{"mate.memory.search.sources", `"emails" is not a source`}},
+		{[]string{"MATE_MEMORY_SEARCH_SOURCES", "conversations"}, []string{"mate.memory.search.sources", "files must be a source"}},
 	}
 	for _, c := range cases {
 		_, err := config.Load("", env(c.env...))

@@ -18,6 +18,19 @@ func validateRecall(m Mate, bad func(key, format string, args ...any)) {
 		bad("mate.embedding.timeout-seconds", "%v; accepted: a number greater than 0", e.TimeoutSeconds)
 	}
 	s := m.Memory.Search
+	files := false
+	for _, src := range s.Sources {
+		switch src {
+		case "files":
+			files = true
+		case "conversations":
+		default:
+			bad("mate.memory.search.sources", "%q is not a source; accepted: files, conversations (comma-separated in the environment)", src)
+		}
+	}
+	if s.Enabled && !files {
+		bad("mate.memory.search.sources", "%v; files must be a source (the memory files are what the recall tools search and read)", s.Sources)
+	}
 	if s.ChunkTokens < 50 || s.ChunkTokens > 8000 {
 		bad("mate.memory.search.chunk-tokens", "%d; accepted: 50 to 8000", s.ChunkTokens)
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -47,6 +48,14 @@ func (e *InvalidError) HTTPStatus() int { return 400 }
 type Store struct {
 	db  *gorm.DB
 	now func() time.Time
+	// added, when set, runs after messages of a conversation were committed.
+	added func(ctx context.Context, agentID int64, conversationID string, lastID int64)
+}
+
+// OnAdded sets a hook run after every committed Add, once per conversation in it (the
+// memory-search indexer listens, when conversations are a search source).
+func (s *Store) OnAdded(fn func(ctx context.Context, agentID int64, conversationID string, lastID int64)) {
+	s.added = fn
 }
 
 // New builds a store.
@@ -119,6 +128,15 @@ func (s *Store) Add(ctx context.Context, msgs ...Message) ([]Message, error) {
 	out := make([]Message, len(rows))
 	for i, r := range rows {
 		out[i] = fromRow(r)
+	}
+	if s.added != nil {
+		last := map[[2]string]Message{}
+		for _, m := range out {
+			last[[2]string{strconv.FormatInt(m.AgentID, 10), m.ConversationID}] = m
+		}
+		for _, m := range last {
+			s.added(ctx, m.AgentID, m.ConversationID, m.ID)
+		}
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -98,11 +99,9 @@ func (i *Indexer) syncOnce(ctx context.Context, agentID int64, filename string) 
 	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
 		return SyncResult{}, fmt.Errorf("read index state of %s of agent %d: %w", filename, agentID, err)
 	}
-	var f store.WorkspaceFile
-	err = db.Where("agent_id = ? AND filename = ? AND deleted = 0", agentID, filename).Take(&f).Error
-	exists := err == nil && f.Filename == filename
-	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
-		return SyncResult{}, fmt.Errorf("read %s of agent %d: %w", filename, agentID, err)
+	f, exists, err := i.load(db, agentID, filename)
+	if err != nil {
+		return SyncResult{}, err
 	}
 	if !exists {
 		if !hasRec {
@@ -137,6 +136,10 @@ func (i *Indexer) syncOnce(ctx context.Context, agentID int64, filename string) 
 	date, dated := chunk.NoteDate(filename, time.UTC)
 	if !dated {
 		date = f.UpdateTime.UTC()
+	}
+	if IsConversation(filename) {
+		// A conversation is dated by its last message: it decays like a daily note.
+		dated = true
 	}
 	rows := make([]store.RecallChunk, len(chunks))
 	hashes := make([]string, len(chunks))
@@ -314,4 +317,56 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// ConversationPrefix names a conversation indexed as a search source
+// ("conversation:<conversationId>", mate.memory.search.sources: conversations). No workspace
+// file can have such a name: workspace names end in .md, and this prefix is checked first.
+const ConversationPrefix = "conversation:"
+
+// IsConversation reports whether an indexed name is a conversation, not a workspace file.
+func IsConversation(name string) bool { return strings.HasPrefix(name, ConversationPrefix) }
+
+// load reads what name stands for: a live workspace file, or (for "conversation:<id>") the
+// conversation's user and assistant messages rendered as a transcript whose version is its
+// last message id.
+func (i *Indexer) load(db *gorm.DB, agentID int64, name string) (store.WorkspaceFile, bool, error) {
+	if conv, ok := strings.CutPrefix(name, ConversationPrefix); ok {
+		return loadConversation(db, agentID, conv)
+	}
+	var f store.WorkspaceFile
+	err := db.Where("agent_id = ? AND filename = ? AND deleted = 0", agentID, name).Take(&f).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return f, false, nil
+	}
+	if err != nil {
+		return f, false, fmt.Errorf("read %s of agent %d: %w", name, agentID, err)
+	}
+	return f, f.Filename == name, nil
+}
+
+func loadConversation(db *gorm.DB, agentID int64, conv string) (store.WorkspaceFile, bool, error) {
+	var rows []store.Message
+	if err := db.Select("id", "role", "content", "create_time").
+		Where("agent_id = ? AND conversation_id = ? AND role IN ?", agentID, conv, []string{"user", "assistant"}).
+		Order("id").Find(&rows).Error; err != nil {
+		return store.WorkspaceFile{}, false, fmt.Errorf("read conversation %s of agent %d: %w", conv, agentID, err)
+	}
+	var b strings.Builder
+	var last store.Message
+	for _, m := range rows {
+		text := strings.TrimSpace(strings.ToValidUTF8(m.Content, ""))
+		if text == "" {
+			continue
+		}
+		// One line per message; its own line breaks become spaces, so line ranges count
+		// messages.
+		b.WriteString(m.Role + ": " + strings.Join(strings.Fields(text), " ") + "\n")
+		last = m
+	}
+	if last.ID == 0 {
+		return store.WorkspaceFile{}, false, nil
+	}
+	return store.WorkspaceFile{AgentID: agentID, Filename: ConversationPrefix + conv, Content: b.String(),
+		Version: last.ID, UpdateTime: last.CreateTime}, true, nil
 }

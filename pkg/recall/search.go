@@ -33,6 +33,10 @@ type Query struct {
 
 // Hit is one recalled chunk: where to read it, what it says, and why it ranked.
 type Hit struct {
+	// Source is "file" (a memory file: read its lines with read_workspace_memory_lines) or
+	// "conversation" (Filename is "conversation:<id>": its lines are the conversation's user
+	// and assistant messages in order, one per line; GET …/conversations/{id}/messages).
+	Source      string  `json:"source"`
 	Filename    string  `json:"filename"`
 	StartLine   int     `json:"startLine"`
 	EndLine     int     `json:"endLine"`
@@ -334,7 +338,11 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 	}
 	for _, k := range order {
 		cd := cands[k]
-		res.Hits = append(res.Hits, Hit{Filename: cd.c.filename, StartLine: cd.c.startLine, EndLine: cd.c.end,
+		src := "file"
+		if IsConversation(cd.c.filename) {
+			src = "conversation"
+		}
+		res.Hits = append(res.Hits, Hit{Source: src, Filename: cd.c.filename, StartLine: cd.c.startLine, EndLine: cd.c.end,
 			Heading: cd.c.heading, Snippet: snippet(cd.c.text, s.set.SnippetBytes), Date: cd.c.date.Format(time.DateOnly),
 			Dated: cd.c.dated, FileVersion: cd.c.fileVersion, Score: round(cd.score), Lexical: round(cd.lex),
 			Vector: round(cd.vec), Decay: round(cd.decay), Exact: round(cd.exact)})

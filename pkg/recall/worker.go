@@ -87,25 +87,31 @@ func (n *Notifier) Changed(_ context.Context, agentID int64, filename string, ve
 
 // Worker consumes index messages and runs the reconciler.
 type Worker struct {
-	js        jetstream.JetStream
-	nc        *nats.Conn
-	db        *gorm.DB
-	ix        *Indexer
-	log       *slog.Logger
-	every     time.Duration
-	slack     time.Duration
-	conc      int
-	now       func() time.Time
-	mu        sync.Mutex
-	it        jetstream.MessagesContext
-	done      chan struct{}
-	stop      chan struct{}
-	wg        sync.WaitGroup
-	processed func(Change, SyncResult, error)
+	js    jetstream.JetStream
+	nc    *nats.Conn
+	db    *gorm.DB
+	ix    *Indexer
+	log   *slog.Logger
+	every time.Duration
+	slack time.Duration
+	conc  int
+	now   func() time.Time
+	mu    sync.Mutex
+	it    jetstream.MessagesContext
+	// conversations: stored conversations are a search source too.
+	conversations bool
+	done          chan struct{}
+	stop          chan struct{}
+	wg            sync.WaitGroup
+	processed     func(Change, SyncResult, error)
 }
 
 // WorkerOption configures a Worker.
 type WorkerOption func(*Worker)
+
+// WorkerWithConversations makes the reconciler also index conversations with new stored
+// messages (mate.memory.search.sources: conversations).
+func WorkerWithConversations() WorkerOption { return func(w *Worker) { w.conversations = true } }
 
 // WorkerWithObserver calls fn after each message (tests, metrics).
 func WorkerWithObserver(fn func(Change, SyncResult, error)) WorkerOption {
@@ -319,6 +325,11 @@ func (w *Worker) Reconcile(ctx context.Context) (ReconcileReport, error) {
 			break
 		}
 	}
+	if w.conversations {
+		if err := w.reconcileConversations(ctx, &rep); err != nil {
+			return rep, err
+		}
+	}
 	var pending []store.RecallFile
 	if err := db.Where("embed_pending = ?", true).Limit(200).Find(&pending).Error; err != nil {
 		return rep, fmt.Errorf("scan pending embeddings: %w", err)
@@ -360,4 +371,61 @@ func Subscribe(nc *nats.Conn, s *Searcher) (*nats.Subscription, error) {
 			s.Refresh(id)
 		}
 	})
+}
+
+// conversationsCursor is the reconciler's watermark over mate_message.create_time.
+const conversationsCursor = "conversations"
+
+// reconcileConversations indexes every conversation that got messages since the stored
+// watermark (minus the slack): messages stored by any path (the REST route, an event's inline
+// messages) become searchable within one sweep even when no index message was sent.
+func (w *Worker) reconcileConversations(ctx context.Context, rep *ReconcileReport) error {
+	db := w.db.WithContext(ctx)
+	var cur store.RecallCursor
+	if err := db.Where("name = ?", conversationsCursor).Take(&cur).Error; err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+		return fmt.Errorf("read recall cursor: %w", err)
+	}
+	from := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	if !cur.UpdateTime.IsZero() {
+		from = cur.UpdateTime.Add(-w.slack)
+	}
+	high := cur.UpdateTime
+	type key struct {
+		agent int64
+		conv  string
+	}
+	seen := map[key]bool{}
+	var lastID int64
+	lastTime := from
+	for {
+		var rows []store.Message
+		if err := db.Select("id", "agent_id", "conversation_id", "create_time").
+			Where("create_time > ? OR (create_time = ? AND id > ?)", lastTime, lastTime, lastID).
+			Order("create_time, id").Limit(500).Find(&rows).Error; err != nil {
+			return fmt.Errorf("scan messages: %w", err)
+		}
+		for _, r := range rows {
+			k := key{r.AgentID, r.ConversationID}
+			if !seen[k] {
+				seen[k] = true
+				if err := w.syncOne(ctx, r.AgentID, ConversationPrefix+r.ConversationID, rep); err != nil {
+					return err
+				}
+			}
+			lastTime, lastID = r.CreateTime, r.ID
+			if r.CreateTime.After(high) {
+				high = r.CreateTime
+			}
+		}
+		if len(rows) < 500 {
+			break
+		}
+	}
+	if high.After(cur.UpdateTime) {
+		cur = store.RecallCursor{Name: conversationsCursor, UpdateTime: high}
+		if err := db.Save(&cur).Error; err != nil {
+			return fmt.Errorf("store recall cursor: %w", err)
+		}
+	}
+	return nil
 }
