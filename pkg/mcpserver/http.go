@@ -1,12 +1,20 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/matememory/matememory/pkg/httpapi"
@@ -21,8 +29,23 @@ type Tools interface {
 	DefaultLanguage() string
 }
 
-// maxCachedServers bounds the per-agent server cache; past it the cache starts over
-// (a server is cheap to rebuild, it holds no session state).
+// HTTPOptions configure the streamable HTTP handler.
+type HTTPOptions struct {
+	// Hub, when set, hears of workspace changes; the handler's servers then notify their
+	// listening sessions.
+	Hub *Hub
+	// CORSOrigins are the browser origins allowed to send requests (mate.http.cors-origins).
+	// A request with any other Origin header is refused with 403.
+	CORSOrigins []string
+	// KeysEnabled tells that API keys are configured. Without keys the server's own
+	// loopback origin is accepted too (as the rest of the API does).
+	KeysEnabled bool
+	// Log receives SDK diagnostics; nil discards them.
+	Log *slog.Logger
+}
+
+// maxCachedServers bounds the per-agent server cache; past it, servers without a session
+// are dropped (a server is cheap to rebuild).
 const maxCachedServers = 4096
 
 // Handler serves MCP over streamable HTTP. It must run behind httpapi's authentication
@@ -31,43 +54,52 @@ const maxCachedServers = 4096
 //
 // The server is stateless (no Mcp-Session-Id): every request is authorized and bound on its
 // own, so a session can never carry one agent's binding into another's URL, and any API
-// replica can answer any request without sticky sessions.
+// replica can answer any request without sticky sessions. Notifications reach clients of
+// the stateless protocol (2026-07-28 and later) on their subscriptions/listen streams; a
+// client that starts with the initialize handshake (older protocol versions) has no stream
+// to receive them on, so its servers advertise no subscribe or listChanged.
 type Handler struct {
 	tools Tools
-	log   *slog.Logger
+	opts  HTTPOptions
+	cors  map[string]bool
 	sdk   *mcp.StreamableHTTPHandler
 
 	mu      sync.Mutex
-	servers map[binding]*mcp.Server
+	servers map[binding]*Server
 }
 
-// binding is the agent and description language a request is served for.
+// binding is the agent, description language and notification support a request is served
+// with.
 type binding struct {
 	agentID  int64
 	language string
+	notify   bool
 }
 
 type bindingKey struct{}
 
-// NewHandler builds the streamable HTTP handler. log receives SDK diagnostics; nil discards
-// them.
-func NewHandler(t Tools, log *slog.Logger) *Handler {
-	h := &Handler{tools: t, log: log, servers: map[binding]*mcp.Server{}}
+// NewHandler builds the streamable HTTP handler.
+func NewHandler(t Tools, o HTTPOptions) *Handler {
+	h := &Handler{tools: t, opts: o, cors: map[string]bool{}, servers: map[binding]*Server{}}
+	for _, origin := range o.CORSOrigins {
+		if origin = strings.TrimRight(strings.TrimSpace(origin), "/"); origin != "" {
+			h.cors[strings.ToLower(origin)] = true
+		}
+	}
 	h.sdk = mcp.NewStreamableHTTPHandler(h.server, &mcp.StreamableHTTPOptions{
 		Stateless: true,
-		// Plain JSON replies: a stateless tools server sends nothing but the response, and
-		// JSON passes through proxies that buffer event streams.
+		// Plain JSON replies to single requests; subscriptions/listen streams are SSE.
 		JSONResponse:        true,
-		Logger:              sdkLogger(log),
+		Logger:              sdkLogger(o.Log),
 		MaxRequestBodyBytes: httpapi.MaxBodyBytes,
 	})
 	return h
 }
 
 // Register mounts the handler at Path on s, behind s's authentication.
-func Register(s *httpapi.Server, t Tools, log *slog.Logger) *Handler {
-	h := NewHandler(t, log)
-	s.HandleRaw("POST "+Path, "Model Context Protocol (streamable HTTP, stateless, JSON responses): the four workspace memory tools bound to the agent in the URL (?language=zh|en for their descriptions)", h)
+func Register(s *httpapi.Server, t Tools, o HTTPOptions) *Handler {
+	h := NewHandler(t, o)
+	s.HandleRaw("POST "+Path, "Model Context Protocol (streamable HTTP, stateless): the workspace memory tools and the memory files as resources, bound to the agent in the URL (?language=zh|en for their descriptions)", h)
 	// The SDK answers these with 405 (no standalone event stream, no sessions to delete);
 	// registering them keeps clients from getting the API's 404 instead.
 	s.HandleRaw("GET "+Path, "MCP standalone event stream: not offered by this stateless server (405)", h)
@@ -75,7 +107,9 @@ func Register(s *httpapi.Server, t Tools, log *slog.Logger) *Handler {
 	return h
 }
 
-// ServeHTTP authorizes the agent in the path and serves MCP for it.
+// ServeHTTP authorizes the agent in the path and serves MCP for it. Every error it or the
+// SDK gives is a JSON-RPC error object, except the API's own (authentication, agent id,
+// language), which keep the API's envelope.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, err := httpapi.AgentID(r)
 	if err != nil {
@@ -91,8 +125,54 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, httpapi.BadRequest("language %q is not supported; accepted: zh, en", lang))
 		return
 	}
-	ctx := context.WithValue(r.Context(), bindingKey{}, binding{agentID: id, language: lang})
-	h.sdk.ServeHTTP(w, r.WithContext(ctx))
+	if o := r.Header.Get("Origin"); o != "" && !h.originAllowed(o, r) {
+		// The streamable HTTP transport: an invalid Origin is answered 403, with a JSON-RPC
+		// error that has no id.
+		writeRPCError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+			fmt.Sprintf("origin %q is not allowed: only the origins in mate.http.cors-origins may call MCP from a browser", o))
+		return
+	}
+	b := binding{agentID: id, language: lang, notify: true}
+	var reqID jsonrpc.ID
+	if r.Method == http.MethodPost {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, httpapi.MaxBodyBytes))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				writeRPCError(w, http.StatusRequestEntityTooLarge, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+					fmt.Sprintf("request body exceeds %d bytes", mbe.Limit))
+				return
+			}
+			writeRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, codeParseError, "read request body: "+err.Error())
+			return
+		}
+		msgs, perr := peek(body)
+		if perr != nil {
+			writeRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, codeParseError, "parse error: "+perr.Error())
+			return
+		}
+		for _, m := range msgs {
+			if m.Method == "initialize" {
+				// The initialize handshake is the older, session-based protocol: a stateless
+				// server has no stream to send it notifications on.
+				b.notify = false
+			}
+		}
+		if len(msgs) == 1 {
+			reqID = msgs[0].id()
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+	}
+	ctx := context.WithValue(r.Context(), bindingKey{}, b)
+	jw := &jsonErrors{ResponseWriter: w, id: reqID}
+	h.sdk.ServeHTTP(jw, r.WithContext(ctx))
+	jw.finish()
+}
+
+// Changed is a workspace.ChangeHook for the handler's servers when no Hub is shared.
+func (h *Handler) Changed(ctx context.Context, agentID int64, filename string, version int64) {
+	h.opts.Hub.Changed(ctx, agentID, filename, version)
 }
 
 // server returns the MCP server for the request's binding (getServer of the SDK handler).
@@ -104,14 +184,134 @@ func (h *Handler) server(r *http.Request) *mcp.Server {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if s := h.servers[b]; s != nil {
-		return s
+		return s.Server
 	}
 	if len(h.servers) >= maxCachedServers {
-		h.servers = map[binding]*mcp.Server{}
+		for k, s := range h.servers {
+			if !s.hasSessions() {
+				h.opts.Hub.Remove(s)
+				delete(h.servers, k)
+			}
+		}
 	}
-	s := New(h.tools, b.agentID, b.language, h.log)
+	s := New(h.tools, b.agentID, Options{Language: b.language, Transport: HTTP, Notify: b.notify, Log: h.opts.Log})
 	h.servers[b] = s
-	return s
+	h.opts.Hub.Add(s)
+	return s.Server
+}
+
+// originAllowed: a configured CORS origin, or, without API keys, the server's own loopback
+// origin.
+func (h *Handler) originAllowed(origin string, r *http.Request) bool {
+	if h.cors[strings.ToLower(strings.TrimRight(origin, "/"))] {
+		return true
+	}
+	if h.opts.KeysEnabled {
+		return false
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
+		return false
+	}
+	host := u.Hostname()
+	ip := net.ParseIP(host)
+	return strings.EqualFold(host, "localhost") || (ip != nil && ip.IsLoopback())
+}
+
+// JSON-RPC 2.0 error codes the jsonrpc package does not name.
+const codeParseError = -32700
+
+// rpcMessage is what the handler reads of a JSON-RPC message before the SDK does.
+type rpcMessage struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+}
+
+func (m rpcMessage) id() jsonrpc.ID {
+	var v any
+	if len(m.ID) == 0 || json.Unmarshal(m.ID, &v) != nil {
+		return jsonrpc.ID{}
+	}
+	id, err := jsonrpc.MakeID(v)
+	if err != nil {
+		return jsonrpc.ID{}
+	}
+	return id
+}
+
+// peek parses a POST body as one JSON-RPC message or a batch of them.
+func peek(body []byte) ([]rpcMessage, error) {
+	body = bytes.TrimSpace(body)
+	if len(body) > 0 && body[0] == '[' {
+		var batch []rpcMessage
+		if err := json.Unmarshal(body, &batch); err != nil {
+			return nil, err
+		}
+		return batch, nil
+	}
+	var m rpcMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, err
+	}
+	return []rpcMessage{m}, nil
+}
+
+// jsonErrors turns the SDK's plain-text HTTP error answers (bad Content-Type or Accept, a
+// method without a stream, an invalid message) into JSON-RPC error objects, keeping their
+// status.
+type jsonErrors struct {
+	http.ResponseWriter
+	id      jsonrpc.ID
+	capture bool
+	status  int
+	buf     bytes.Buffer
+}
+
+func (w *jsonErrors) WriteHeader(code int) {
+	if code >= 400 && strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
+		w.capture, w.status = true, code
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *jsonErrors) Write(b []byte) (int, error) {
+	if w.capture {
+		return w.buf.Write(b)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *jsonErrors) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok && !w.capture {
+		f.Flush()
+	}
+}
+
+func (w *jsonErrors) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *jsonErrors) finish() {
+	if !w.capture {
+		return
+	}
+	w.Header().Del("X-Content-Type-Options")
+	writeRPCError(w.ResponseWriter, w.status, w.id, jsonrpc.CodeInvalidRequest, strings.TrimSpace(w.buf.String()))
+}
+
+// writeRPCError answers a JSON-RPC error object with an HTTP status.
+func writeRPCError(w http.ResponseWriter, status int, id jsonrpc.ID, code int64, msg string) {
+	var rawID any
+	if id.IsValid() {
+		rawID = id.Raw()
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"jsonrpc": "2.0",
+		"id":      rawID,
+		"error":   map[string]any{"code": code, "message": msg},
+	})
 }
 
 // writeError answers with the API's error envelope.
