@@ -296,7 +296,14 @@ func (w *jsonErrors) finish() {
 		return
 	}
 	w.Header().Del("X-Content-Type-Options")
-	writeRPCError(w.ResponseWriter, w.status, w.id, jsonrpc.CodeInvalidRequest, strings.TrimSpace(w.buf.String()))
+	msg := strings.TrimSpace(w.buf.String())
+	code := int64(jsonrpc.CodeInvalidRequest)
+	if strings.HasPrefix(msg, "JSON RPC not handled") {
+		// The SDK's words for a method it does not serve (it answers -32601 itself only to
+		// the stateless protocol).
+		code = jsonrpc.CodeMethodNotFound
+	}
+	writeRPCError(w.ResponseWriter, w.status, w.id, code, msg)
 }
 
 // writeRPCError answers a JSON-RPC error object with an HTTP status.

@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/matememory/matememory/pkg/httpapi"
@@ -92,11 +93,25 @@ func New(t Caller, agentID int64, o Options) *Server {
 		so.UnsubscribeHandler = func(context.Context, *mcp.UnsubscribeRequest) error { return nil }
 	}
 	s.Server = mcp.NewServer(&mcp.Implementation{Name: ServerName, Title: "MateMemory workspace memory", Version: ServerVersion}, so)
+	s.AddReceivingMiddleware(unserved)
 	for _, d := range t.FullDefinitions(o.Language) {
 		s.addTool(d)
 	}
 	s.res.register()
 	return s
+}
+
+// unserved answers "method not found" for the methods of capabilities the server does not
+// advertise (the SDK would answer them with empty results).
+func unserved(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "prompts/list", "prompts/get", "logging/setLevel", "completion/complete":
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
+				Message: fmt.Sprintf("method %q not found: this server serves tools and resources only", method)}
+		}
+		return next(ctx, method, req)
+	}
 }
 
 // AgentID is the agent the server acts for.

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/yosida95/uritemplate/v3"
 
 	"github.com/matememory/matememory/pkg/tool"
 	"github.com/matememory/matememory/pkg/workspace"
@@ -23,24 +24,38 @@ const ResourceTemplate = "memory://{+filename}"
 // MIMEType of a memory file resource.
 const MIMEType = "text/markdown"
 
-var fileTemplate = uritemplate.MustNew(ResourceTemplate)
-
-// ResourceURI is the URI of a memory file.
+// ResourceURI is the URI of a memory file: "memory://" and the filename as the template's
+// reserved expansion writes it (RFC 6570: unreserved and reserved characters as they are,
+// every other byte of its UTF-8 percent-encoded).
 func ResourceURI(filename string) string {
-	uri, err := fileTemplate.Expand(uritemplate.Values{"filename": uritemplate.String(filename)})
-	if err != nil {
-		return "memory://" + filename // not reached: a string value always expands
+	var b strings.Builder
+	b.WriteString("memory://")
+	for i := 0; i < len(filename); i++ {
+		c := filename[i]
+		if c < 0x80 && (isAlnum(c) || strings.IndexByte("-._~:/?#[]@!$&'()*+,;=", c) >= 0) {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
 	}
-	return uri
+	return b.String()
+}
+
+func isAlnum(c byte) bool {
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
 }
 
 // resourceName is the filename a memory URI names ("" when it names none).
 func resourceName(uri string) string {
-	v := fileTemplate.Match(uri)
-	if v == nil {
+	rest, ok := strings.CutPrefix(uri, "memory://")
+	if !ok {
 		return ""
 	}
-	return v.Get("filename").String()
+	name, err := url.PathUnescape(rest)
+	if err != nil {
+		return ""
+	}
+	return name
 }
 
 // resources serves the agent's memory files as MCP resources. The files are registered with
