@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -19,8 +20,9 @@ func ServeStdio(ctx context.Context, t Caller, agentID int64, language string, h
 	hub.Add(s)
 	defer hub.Remove(s)
 	err := s.Run(ctx, transport)
-	if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
-		return nil // the client went away or the process is stopping: a normal end
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) || errors.Is(err, syscall.EPIPE) || errors.Is(err, context.Canceled) {
+		// The client went away (closed our stdin or stdout) or the process is stopping: a
+		// normal end.
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -412,3 +413,60 @@ func checkRPCError(t *testing.T, status int, body []byte, wantStatus int, code i
 }
 
 var _ = app.App{}
+
+// Over stdio, a change of the agent's files in the process reaches the client as
+// notifications too.
+func TestStdioResourceNotifications(t *testing.T) {
+	a := apptest.Start(t, "")
+	listChanged := make(chan struct{}, 16)
+	updated := make(chan string, 16)
+	clientToServerR, clientToServerW := io.Pipe()
+	serverToClientR, serverToClientW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- mcpserver.ServeStdio(context.Background(), a.Tools, 5, "en", a.MCPHub, nil, clientToServerR, serverToClientW)
+		serverToClientW.Close()
+	}()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
+		ResourceListChangedHandler: func(context.Context, *mcp.ResourceListChangedRequest) { listChanged <- struct{}{} },
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) {
+			updated <- r.Params.URI
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Like a parent process, the client closes the server's stdin and keeps reading its
+	// stdout until it ends (the server answers the subscription stream it cancels).
+	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: io.NopCloser(serverToClientR), Writer: clientToServerW}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "memory://PROFILE.md"}); err != nil {
+		t.Fatal(err)
+	}
+	ch := workspace.Change{Actor: store.ActorAPI}
+	if _, _, err := a.Workspace.Write(ctx, 5, "new.md", "x", workspace.AnyVersion, ch); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-listChanged:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no list_changed over stdio after a new file")
+	}
+	if _, err := a.Workspace.Append(ctx, 5, "PROFILE.md", "- name: Ada", "", ch); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case uri := <-updated:
+		if uri != "memory://PROFILE.md" {
+			t.Fatalf("updated %s", uri)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no resources/updated over stdio after an append to PROFILE.md")
+	}
+	_ = cs.Close()
+	go func() { _, _ = io.Copy(io.Discard, serverToClientR) }()
+	if err := <-done; err != nil {
+		t.Fatalf("stdio server: %v (%T)", err, err)
+	}
+}
