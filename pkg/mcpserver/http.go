@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -52,35 +53,47 @@ const maxCachedServers = 4096
 // (Register mounts it with HandleRaw): it checks the caller may act for the agent in the
 // path (403 otherwise) and hands the request to a server bound to that agent.
 //
-// The server is stateless (no Mcp-Session-Id): every request is authorized and bound on its
-// own, so a session can never carry one agent's binding into another's URL, and any API
-// replica can answer any request without sticky sessions. Notifications reach clients of
-// the stateless protocol (2026-07-28 and later) on their subscriptions/listen streams; a
-// client that starts with the initialize handshake (older protocol versions) has no stream
-// to receive them on, so its servers advertise no subscribe or listChanged.
+// Requests are served statelessly (no Mcp-Session-Id): every request is authorized and bound
+// on its own, and any API replica can answer it. Clients of the stateless protocol
+// (2026-07-28 and later) receive notifications on their subscriptions/listen streams. A
+// client that starts with the initialize handshake (protocol 2025-11-25 and older) gets a
+// session instead, so it can open the GET event stream notifications are sent on: the
+// session is kept by this replica (idle ones close after SessionIdleTimeout), and it is
+// served only to requests for the same agent, language and API key that created it (any
+// other gets 404, as for an unknown session).
 type Handler struct {
-	tools Tools
-	opts  HTTPOptions
-	cors  map[string]bool
-	sdk   *mcp.StreamableHTTPHandler
+	tools    Tools
+	opts     HTTPOptions
+	cors     map[string]bool
+	sdk      *mcp.StreamableHTTPHandler // stateless
+	sessions *mcp.StreamableHTTPHandler // initialize-based clients
 
 	mu      sync.Mutex
 	servers map[binding]*Server
+	owners  map[string]owner // session id → who created it
 }
 
-// binding is the agent, description language and notification support a request is served
-// with.
+// SessionIdleTimeout closes a session that received no request for that long.
+const SessionIdleTimeout = 30 * time.Minute
+
+// owner is the binding and API key a session was created with.
+type owner struct {
+	binding binding
+	keyID   string
+	seen    time.Time
+}
+
+// binding is the agent and description language a request is served with.
 type binding struct {
 	agentID  int64
 	language string
-	notify   bool
 }
 
 type bindingKey struct{}
 
 // NewHandler builds the streamable HTTP handler.
 func NewHandler(t Tools, o HTTPOptions) *Handler {
-	h := &Handler{tools: t, opts: o, cors: map[string]bool{}, servers: map[binding]*Server{}}
+	h := &Handler{tools: t, opts: o, cors: map[string]bool{}, servers: map[binding]*Server{}, owners: map[string]owner{}}
 	for _, origin := range o.CORSOrigins {
 		if origin = strings.TrimRight(strings.TrimSpace(origin), "/"); origin != "" {
 			h.cors[strings.ToLower(origin)] = true
@@ -93,6 +106,12 @@ func NewHandler(t Tools, o HTTPOptions) *Handler {
 		Logger:              sdkLogger(o.Log),
 		MaxRequestBodyBytes: httpapi.MaxBodyBytes,
 	})
+	h.sessions = mcp.NewStreamableHTTPHandler(h.server, &mcp.StreamableHTTPOptions{
+		JSONResponse:        true,
+		Logger:              sdkLogger(o.Log),
+		MaxRequestBodyBytes: httpapi.MaxBodyBytes,
+		SessionTimeout:      SessionIdleTimeout,
+	})
 	return h
 }
 
@@ -100,10 +119,8 @@ func NewHandler(t Tools, o HTTPOptions) *Handler {
 func Register(s *httpapi.Server, t Tools, o HTTPOptions) *Handler {
 	h := NewHandler(t, o)
 	s.HandleRaw("POST "+Path, "Model Context Protocol (streamable HTTP, stateless): the workspace memory tools and the memory files as resources, bound to the agent in the URL (?language=zh|en for their descriptions)", h)
-	// The SDK answers these with 405 (no standalone event stream, no sessions to delete);
-	// registering them keeps clients from getting the API's 404 instead.
-	s.HandleRaw("GET "+Path, "MCP standalone event stream: not offered by this stateless server (405)", h)
-	s.HandleRaw("DELETE "+Path, "MCP session termination: not needed by this stateless server (405)", h)
+	s.HandleRaw("GET "+Path, "MCP event stream of a session (initialize-based clients, Mcp-Session-Id required; 405 without)", h)
+	s.HandleRaw("DELETE "+Path, "MCP session termination (Mcp-Session-Id required; 405 without)", h)
 	return h
 }
 
@@ -132,7 +149,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("origin %q is not allowed: only the origins in mate.http.cors-origins may call MCP from a browser", o))
 		return
 	}
-	b := binding{agentID: id, language: lang, notify: true}
+	b := binding{agentID: id, language: lang}
+	sessionID := r.Header.Get("Mcp-Session-Id")
+	stateful := sessionID != ""
 	var reqID jsonrpc.ID
 	if r.Method == http.MethodPost {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, httpapi.MaxBodyBytes))
@@ -153,9 +172,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, m := range msgs {
 			if m.Method == "initialize" {
-				// The initialize handshake is the older, session-based protocol: a stateless
-				// server has no stream to send it notifications on.
-				b.notify = false
+				// The initialize handshake is the session-based protocol: give it a session.
+				stateful = true
 			}
 		}
 		if len(msgs) == 1 {
@@ -164,10 +182,54 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 	}
+	keyID := httpapi.PrincipalFrom(r.Context()).KeyID
+	if sessionID != "" && !h.ownedBy(sessionID, b, keyID) {
+		writeRPCError(w, http.StatusNotFound, reqID, jsonrpc.CodeInvalidRequest, "session not found")
+		return
+	}
 	ctx := context.WithValue(r.Context(), bindingKey{}, b)
 	jw := &jsonErrors{ResponseWriter: w, id: reqID}
-	h.sdk.ServeHTTP(jw, r.WithContext(ctx))
+	if stateful {
+		jw.onHeader = func() {
+			if id := w.Header().Get("Mcp-Session-Id"); id != "" && sessionID == "" {
+				h.own(id, b, keyID)
+			}
+		}
+		h.sessions.ServeHTTP(jw, r.WithContext(ctx))
+	} else {
+		h.sdk.ServeHTTP(jw, r.WithContext(ctx))
+	}
 	jw.finish()
+}
+
+// own records who created a session, and forgets sessions idle for longer than the SDK keeps
+// them.
+func (h *Handler) own(id string, b binding, keyID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	h.owners[id] = owner{binding: b, keyID: keyID, seen: now}
+	for k, o := range h.owners {
+		if now.Sub(o.seen) > SessionIdleTimeout+time.Minute {
+			delete(h.owners, k)
+		}
+	}
+}
+
+// ownedBy reports whether session id was created for this binding and key.
+func (h *Handler) ownedBy(id string, b binding, keyID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	o, ok := h.owners[id]
+	if !ok {
+		return true // unknown here: the SDK answers 404 session not found
+	}
+	if o.binding != b || o.keyID != keyID {
+		return false
+	}
+	o.seen = time.Now()
+	h.owners[id] = o
+	return true
 }
 
 // Changed is a workspace.ChangeHook for the handler's servers when no Hub is shared.
@@ -194,7 +256,7 @@ func (h *Handler) server(r *http.Request) *mcp.Server {
 			}
 		}
 	}
-	s := New(h.tools, b.agentID, Options{Language: b.language, Transport: HTTP, Notify: b.notify, Log: h.opts.Log})
+	s := New(h.tools, b.agentID, Options{Language: b.language, Transport: HTTP, Notify: true, Log: h.opts.Log})
 	h.servers[b] = s
 	h.opts.Hub.Add(s)
 	return s.Server
@@ -262,13 +324,18 @@ func peek(body []byte) ([]rpcMessage, error) {
 // status.
 type jsonErrors struct {
 	http.ResponseWriter
-	id      jsonrpc.ID
+	id       jsonrpc.ID
+	onHeader func() // called once before the status is written
 	capture bool
 	status  int
 	buf     bytes.Buffer
 }
 
 func (w *jsonErrors) WriteHeader(code int) {
+	if w.onHeader != nil {
+		w.onHeader()
+		w.onHeader = nil
+	}
 	if code >= 400 && strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
 		w.capture, w.status = true, code
 		return
@@ -277,6 +344,10 @@ func (w *jsonErrors) WriteHeader(code int) {
 }
 
 func (w *jsonErrors) Write(b []byte) (int, error) {
+	if w.onHeader != nil {
+		w.onHeader()
+		w.onHeader = nil
+	}
 	if w.capture {
 		return w.buf.Write(b)
 	}

@@ -194,6 +194,14 @@ func TestHTTPResources(t *testing.T) {
 // a subscriber hears that the file it subscribed to was updated, whoever wrote it in the
 // process (another MCP session, REST, the summarizer).
 func TestHTTPResourceNotifications(t *testing.T) {
+	// The latest protocol (stateless, subscriptions/listen) and the initialize handshake of
+	// 2025-11-25 (a session and its GET event stream), which the TypeScript SDK 1.x speaks.
+	for _, version := range []string{"", "2025-11-25"} {
+		t.Run("protocol "+version, func(t *testing.T) { testHTTPResourceNotifications(t, version) })
+	}
+}
+
+func testHTTPResourceNotifications(t *testing.T, version string) {
 	a := apptest.Start(t, "k1=1;k2=2")
 	listChanged := make(chan struct{}, 16)
 	updated := make(chan string, 16)
@@ -207,11 +215,14 @@ func TestHTTPResourceNotifications(t *testing.T) {
 	defer cancel()
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint: "http://" + a.Addr + "/api/v1/agents/1/mcp", HTTPClient: httpClient("k1"), MaxRetries: -1,
-	}, nil)
+	}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cs.Close()
+	if got := cs.InitializeResult().ProtocolVersion; version != "" && got != version {
+		t.Fatalf("negotiated %s, want %s", got, version)
+	}
 	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "memory://MEMORY.md"}); err != nil {
 		t.Fatal(err)
 	}
@@ -289,11 +300,27 @@ func drain(a chan struct{}, b chan string) {
 	}
 }
 
-// A client starting with initialize (older protocol versions) gets no stream from a
-// stateless server, so no subscribe or listChanged is advertised to it.
-func TestHTTPInitializeAdvertisesNoNotifications(t *testing.T) {
-	a := apptest.Start(t, "")
-	status, body := post(t, a, "1", "", initialize)
+// A client starting with initialize (protocol 2025-11-25 and older) gets a session, with
+// subscribe and listChanged advertised; the session serves only the agent, language and key
+// that created it.
+func TestHTTPInitializeGetsAnOwnedSession(t *testing.T) {
+	a := apptest.Start(t, "k1=1;k2=2;all=*")
+	send := func(agent, key, session, query, body string) (int, http.Header, []byte) {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+a.Addr+"/api/v1/agents/"+agent+"/mcp"+query, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+key)
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+			req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, resp.Header, readAll(t, resp)
+	}
+	status, hdr, body := send("1", "k1", "", "", initialize)
 	if status != 200 {
 		t.Fatalf("initialize: %d %s", status, body)
 	}
@@ -306,8 +333,25 @@ func TestHTTPInitializeAdvertisesNoNotifications(t *testing.T) {
 		t.Fatal(err)
 	}
 	caps := res.Result.Capabilities
-	if string(caps["resources"]) != "{}" || string(caps["tools"]) != "{}" || len(caps) != 2 {
+	if string(caps["resources"]) != `{"listChanged":true,"subscribe":true}` || string(caps["tools"]) != "{}" || len(caps) != 2 {
 		t.Fatalf("capabilities %s", body)
+	}
+	session := hdr.Get("Mcp-Session-Id")
+	if session == "" {
+		t.Fatal("initialize answered no Mcp-Session-Id")
+	}
+	const list = `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	if status, _, body := send("1", "k1", session, "", list); status != 200 || !strings.Contains(string(body), `"tools"`) {
+		t.Fatalf("own session: %d %s", status, body)
+	}
+	for _, c := range []struct{ agent, key, query string }{
+		{"1", "all", ""},         // another key, even one that may act for agent 1
+		{"2", "k2", ""},          // another agent's URL
+		{"2", "all", ""},         //
+		{"1", "k1", "?language=" + map[bool]string{true: "zh", false: "en"}[a.Tools.DefaultLanguage() == "en"]}, // another binding
+	} {
+		status, _, body := send(c.agent, c.key, session, c.query, list)
+		checkRPCError(t, status, body, 404, jsonrpc.CodeInvalidRequest, 2.0)
 	}
 }
 
