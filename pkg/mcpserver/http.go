@@ -326,9 +326,9 @@ type jsonErrors struct {
 	http.ResponseWriter
 	id       jsonrpc.ID
 	onHeader func() // called once before the status is written
-	capture bool
-	status  int
-	buf     bytes.Buffer
+	capture  bool
+	status   int
+	buf      bytes.Buffer
 }
 
 func (w *jsonErrors) WriteHeader(code int) {

@@ -345,9 +345,9 @@ func TestHTTPInitializeGetsAnOwnedSession(t *testing.T) {
 		t.Fatalf("own session: %d %s", status, body)
 	}
 	for _, c := range []struct{ agent, key, query string }{
-		{"1", "all", ""},         // another key, even one that may act for agent 1
-		{"2", "k2", ""},          // another agent's URL
-		{"2", "all", ""},         //
+		{"1", "all", ""}, // another key, even one that may act for agent 1
+		{"2", "k2", ""},  // another agent's URL
+		{"2", "all", ""}, //
 		{"1", "k1", "?language=" + map[bool]string{true: "zh", false: "en"}[a.Tools.DefaultLanguage() == "en"]}, // another binding
 	} {
 		status, _, body := send(c.agent, c.key, session, c.query, list)
