@@ -93,6 +93,9 @@ type bindingKey struct{}
 
 // NewHandler builds the streamable HTTP handler.
 func NewHandler(t Tools, o HTTPOptions) *Handler {
+	if o.Hub == nil {
+		o.Hub = NewHub()
+	}
 	h := &Handler{tools: t, opts: o, cors: map[string]bool{}, servers: map[binding]*Server{}, owners: map[string]owner{}}
 	for _, origin := range o.CORSOrigins {
 		if origin = strings.TrimRight(strings.TrimSpace(origin), "/"); origin != "" {
@@ -152,6 +155,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	b := binding{agentID: id, language: lang}
 	sessionID := r.Header.Get("Mcp-Session-Id")
 	stateful := sessionID != ""
+	stream := r.Method == http.MethodGet && stateful // a session's event stream
 	var reqID jsonrpc.ID
 	if r.Method == http.MethodPost {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, httpapi.MaxBodyBytes))
@@ -171,9 +175,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, m := range msgs {
-			if m.Method == "initialize" {
+			switch m.Method {
+			case "initialize":
 				// The initialize handshake is the session-based protocol: give it a session.
 				stateful = true
+			case "subscriptions/listen":
+				stream = true
 			}
 		}
 		if len(msgs) == 1 {
@@ -186,6 +193,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if sessionID != "" && !h.ownedBy(sessionID, b, keyID) {
 		writeRPCError(w, http.StatusNotFound, reqID, jsonrpc.CodeInvalidRequest, "session not found")
 		return
+	}
+	if stream {
+		// An event stream lasts as long as the client listens: mate.http.write-timeout-seconds
+		// bounds answers, not streams.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	}
 	ctx := context.WithValue(r.Context(), bindingKey{}, b)
 	jw := &jsonErrors{ResponseWriter: w, id: reqID}
@@ -232,7 +244,7 @@ func (h *Handler) ownedBy(id string, b binding, keyID string) bool {
 	return true
 }
 
-// Changed is a workspace.ChangeHook for the handler's servers when no Hub is shared.
+// Changed is a workspace.ChangeHook that tells the handler's servers (through its hub).
 func (h *Handler) Changed(ctx context.Context, agentID int64, filename string, version int64) {
 	h.opts.Hub.Changed(ctx, agentID, filename, version)
 }
