@@ -37,7 +37,8 @@ const (
 
 // Caller is what the MCP server needs from the WorkspaceMemoryTool; *tool.Tools satisfies it.
 type Caller interface {
-	Call(ctx context.Context, agentID int64, name string, args json.RawMessage) (any, error)
+	// CallFull runs any tool of FullDefinitions for agentID.
+	CallFull(ctx context.Context, agentID int64, name string, args json.RawMessage) (any, error)
 	// FullDefinitions are the tools served, with the rules of their arguments in their schemas.
 	FullDefinitions(language string) []tool.Definition
 }
@@ -242,7 +243,7 @@ func (s *Server) handler(name string, schema *jsonschema.Resolved) mcp.ToolHandl
 		if msg := s.checkArgs(name, schema, args); msg != "" {
 			return toolError(msg, 400), nil
 		}
-		out, err := s.tools.Call(ctx, s.agentID, name, args)
+		out, err := s.tools.CallFull(ctx, s.agentID, name, args)
 		if err != nil {
 			if errors.Is(err, context.Canceled) {
 				return nil, err

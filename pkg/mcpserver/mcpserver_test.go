@@ -332,8 +332,8 @@ func TestHTTPToolErrorsCarryTheRESTMessage(t *testing.T) {
 		{"missing argument", tool.WriteFile, map[string]any{"filename": "a.md"}, http.StatusBadRequest, `write_workspace_memory_file: invalid arguments: validating root: required: missing properties: ["content"]`},
 		{"unknown argument", tool.ListFiles, map[string]any{"prefix": "memory/"}, http.StatusBadRequest, `list_workspace_memory_files: invalid arguments: validating root: unexpected additional properties ["prefix"]`},
 		{"empty oldText", tool.EditFile, map[string]any{"filename": "MEMORY.md", "oldText": "", "newText": "x"}, http.StatusBadRequest, "minLength"},
-		{"wrong type", tool.RollbackFile, map[string]any{"filename": "MEMORY.md", "version": "1"}, http.StatusBadRequest, "version"},
-		{"version below 1", tool.RollbackFile, map[string]any{"filename": "MEMORY.md", "version": 0}, http.StatusBadRequest, "minimum"},
+		{"wrong type", tool.EditFile, map[string]any{"filename": "MEMORY.md", "oldText": "a", "newText": "b", "replaceAll": "yes"}, http.StatusBadRequest, "replaceAll"},
+		{"line below 1", tool.ReadLines, map[string]any{"filename": "MEMORY.md", "startLine": 0}, http.StatusBadRequest, "minimum"},
 		{"edit text absent", tool.EditFile, map[string]any{"filename": "MEMORY.md", "oldText": "no such text anywhere", "newText": "x"}, http.StatusBadRequest, ""},
 	}
 	for _, tc := range cases {

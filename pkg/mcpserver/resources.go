@@ -125,7 +125,7 @@ func (r *resources) resource(f tool.FileInfo) *mcp.Resource {
 // sync registers the files the workspace has and removes those it no longer has; the SDK
 // tells listening sessions when that changed the list.
 func (r *resources) sync(ctx context.Context) error {
-	out, err := r.s.tools.Call(ctx, r.s.agentID, tool.ListFiles, nil)
+	out, err := r.s.tools.CallFull(ctx, r.s.agentID, tool.ListFiles, nil)
 	if err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ func (r *resources) read(ctx context.Context, req *mcp.ReadResourceRequest) (*mc
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("%s does not name a memory file: %v", uri, err)}
 	}
 	args, _ := json.Marshal(map[string]string{"filename": name})
-	out, err := r.s.tools.Call(ctx, r.s.agentID, tool.ReadFile, args)
+	out, err := r.s.tools.CallFull(ctx, r.s.agentID, tool.ReadFile, args)
 	if errors.Is(err, workspace.ErrNotFound) {
 		return nil, mcp.ResourceNotFoundError(uri)
 	}

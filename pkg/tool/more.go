@@ -10,9 +10,9 @@ import (
 )
 
 // More tools, served over MCP next to the four: a file's history, rolling it back, appending
-// to it and deleting it. Call runs them for the caller's agent exactly like the four; they
-// are not among Definitions (what a chat model is handed by default) but in
-// MoreDefinitions.
+// to it and deleting it. CallFull runs them for the caller's agent exactly like the four;
+// they are not among Definitions (what GET /api/v1/tools hands a chat model) nor run by Call
+// (the REST execution endpoint), where the workspace routes do these things.
 const (
 	HistoryFile  = "read_workspace_memory_file_history"
 	RollbackFile = "rollback_workspace_memory_file"
@@ -142,6 +142,14 @@ func moreArgNames(tool string) []string {
 		return []string{"filename"}
 	}
 	return nil
+}
+
+// CallFull runs any tool of FullDefinitions: the more tools, and everything Call runs.
+func (t *Tools) CallFull(ctx context.Context, agentID int64, name string, args json.RawMessage) (any, error) {
+	if isMoreTool(name) {
+		return t.callMore(ctx, agentID, name, args)
+	}
+	return t.Call(ctx, agentID, name, args)
 }
 
 func isMoreTool(name string) bool {

@@ -2,6 +2,8 @@ package tool_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -21,11 +23,11 @@ func TestMoreTools(t *testing.T) {
 		if _, err := call(t, tools, ctx, 1, tool.WriteFile, `{"filename":"n.md","content":"one"}`); err != nil {
 			t.Fatal(err)
 		}
-		ap, err := call(t, tools, ctx, 1, tool.AppendFile, `{"filename":"n.md","text":"two"}`)
+		ap, err := callFull(t, tools, ctx, 1, tool.AppendFile, `{"filename":"n.md","text":"two"}`)
 		if err != nil || ap["version"] != 2.0 || ap["fileSizeAfter"] != float64(len("one\n\ntwo")) || ap["bytesAppended"] != 3.0 {
 			t.Fatalf("append: %v %v", ap, err)
 		}
-		h, err := call(t, tools, ctx, 1, tool.HistoryFile, `{"filename":"n.md","includeContent":true}`)
+		h, err := callFull(t, tools, ctx, 1, tool.HistoryFile, `{"filename":"n.md","includeContent":true}`)
 		if err != nil || h["currentVersion"] != 2.0 || h["count"] != 1.0 {
 			t.Fatalf("history: %v %v", h, err)
 		}
@@ -33,7 +35,7 @@ func TestMoreTools(t *testing.T) {
 		if e["version"] != 1.0 || e["content"] != "one" || e["actor"] != "tool" {
 			t.Fatalf("history entry %v", e)
 		}
-		rb, err := call(t, tools, ctx, 1, tool.RollbackFile, `{"filename":"n.md","version":1}`)
+		rb, err := callFull(t, tools, ctx, 1, tool.RollbackFile, `{"filename":"n.md","version":1}`)
 		if err != nil || rb["version"] != 3.0 || rb["fromVersion"] != 1.0 {
 			t.Fatalf("rollback: %v %v", rb, err)
 		}
@@ -42,11 +44,15 @@ func TestMoreTools(t *testing.T) {
 		}
 		// Agent 2 has no n.md: every tool says so and changes nothing of agent 1's.
 		for _, name := range []string{tool.HistoryFile, tool.DeleteFile} {
-			if _, err := tools.Call(ctx, 2, name, []byte(`{"filename":"n.md"}`)); err == nil || !strings.Contains(err.Error(), "not found") {
+			if _, err := tools.CallFull(ctx, 2, name, []byte(`{"filename":"n.md"}`)); err == nil || !strings.Contains(err.Error(), "not found") {
 				t.Fatalf("%s for agent 2: %v", name, err)
 			}
 		}
-		d, err := call(t, tools, ctx, 1, tool.DeleteFile, `{"filename":"n.md"}`)
+		// The REST execution endpoint's Call does not run them.
+		if _, err := tools.Call(ctx, 1, tool.DeleteFile, []byte(`{"filename":"n.md"}`)); !errors.Is(err, tool.ErrUnknownTool) {
+			t.Fatalf("Call ran %s: %v", tool.DeleteFile, err)
+		}
+		d, err := callFull(t, tools, ctx, 1, tool.DeleteFile, `{"filename":"n.md"}`)
 		if err != nil || d["deleted"] != true {
 			t.Fatalf("delete: %v %v", d, err)
 		}
@@ -60,10 +66,24 @@ func TestMoreTools(t *testing.T) {
 			{tool.DeleteFile, `{"filename":"a.md","agentId":1}`, "agentId is not an argument"},
 			{tool.HistoryFile, `{"filename":"MEMORY.md","all":true}`, "accepted: filename, includeContent"},
 		} {
-			_, err := tools.Call(ctx, 1, c.tool, []byte(c.args))
+			_, err := tools.CallFull(ctx, 1, c.tool, []byte(c.args))
 			if st, msg := httpapi.Classify(err); st != 400 || !strings.Contains(msg, c.msg) {
 				t.Errorf("%s %s: %d %q, want 400 with %q", c.tool, c.args, st, msg, c.msg)
 			}
 		}
 	})
+}
+
+func callFull(t *testing.T, tools *tool.Tools, ctx context.Context, agent int64, name, args string) (map[string]any, error) {
+	t.Helper()
+	res, err := tools.CallFull(ctx, agent, name, json.RawMessage(args))
+	if err != nil {
+		return nil, err
+	}
+	b, _ := json.Marshal(res)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m, nil
 }

@@ -164,9 +164,6 @@ func (t *Tools) Call(ctx context.Context, agentID int64, name string, args json.
 	if t.isRecallTool(name) {
 		return t.callRecall(ctx, agentID, name, args)
 	}
-	if isMoreTool(name) {
-		return t.callMore(ctx, agentID, name, args)
-	}
 	switch name {
 	case ListFiles, ReadFile, WriteFile, EditFile:
 	default:
