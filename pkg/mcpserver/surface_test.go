@@ -15,7 +15,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/matememory/matememory/pkg/app"
 	"github.com/matememory/matememory/pkg/app/apptest"
 	"github.com/matememory/matememory/pkg/mcpserver"
 	"github.com/matememory/matememory/pkg/store"
@@ -112,8 +111,6 @@ func TestHTTPEveryToolIsTitledTypedAndCallable(t *testing.T) {
 	if _, err := a.Workspace.Get(context.Background(), 1, "memory/"+day+".md"); !errors.Is(err, workspace.ErrNotFound) {
 		t.Fatalf("after delete: %v", err)
 	}
-	hist, _ := a.Workspace.History(context.Background(), 1, "MEMORY.md")
-	_ = hist
 }
 
 // The memory files are resources: listed with their sizes, readable by URI (a name with a
@@ -455,8 +452,6 @@ func checkRPCError(t *testing.T, status int, body []byte, wantStatus int, code i
 		t.Fatalf("status %d body %s; want status %d, a JSON-RPC error %d with id %v", status, body, wantStatus, code, id)
 	}
 }
-
-var _ = app.App{}
 
 // Over stdio, a change of the agent's files in the process reaches the client as
 // notifications too.
