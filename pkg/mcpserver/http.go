@@ -102,18 +102,23 @@ func NewHandler(t Tools, o HTTPOptions) *Handler {
 			h.cors[strings.ToLower(origin)] = true
 		}
 	}
+	// httpapi guards against DNS rebinding already (without keys it answers only loopback
+	// Host names), and the SDK's own check would refuse a reverse proxy on the same machine
+	// that forwards to 127.0.0.1 with the public Host.
 	h.sdk = mcp.NewStreamableHTTPHandler(h.server, &mcp.StreamableHTTPOptions{
-		Stateless: true,
+		Stateless:                  true,
+		DisableLocalhostProtection: true,
 		// Plain JSON replies to single requests; subscriptions/listen streams are SSE.
 		JSONResponse:        true,
 		Logger:              sdkLogger(o.Log),
 		MaxRequestBodyBytes: httpapi.MaxBodyBytes,
 	})
 	h.sessions = mcp.NewStreamableHTTPHandler(h.server, &mcp.StreamableHTTPOptions{
-		JSONResponse:        true,
-		Logger:              sdkLogger(o.Log),
-		MaxRequestBodyBytes: httpapi.MaxBodyBytes,
-		SessionTimeout:      SessionIdleTimeout,
+		DisableLocalhostProtection: true,
+		JSONResponse:               true,
+		Logger:                     sdkLogger(o.Log),
+		MaxRequestBodyBytes:        httpapi.MaxBodyBytes,
+		SessionTimeout:             SessionIdleTimeout,
 	})
 	return h
 }
@@ -169,11 +174,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, codeParseError, "read request body: "+err.Error())
 			return
 		}
-		msgs, perr := peek(body)
-		if perr != nil {
-			writeRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, codeParseError, "parse error: "+perr.Error())
+		if !json.Valid(body) {
+			writeRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, codeParseError, "parse error: the body is not valid JSON")
 			return
 		}
+		msgs, _ := peek(body) // JSON that is no JSON-RPC message: the SDK says what is wrong
 		for _, m := range msgs {
 			switch m.Method {
 			case "initialize":

@@ -362,6 +362,7 @@ func TestHTTPProtocolErrorsAreJSONRPC(t *testing.T) {
 		id         any
 	}{
 		{"parse error", `{"jsonrpc":"2.0","id":1,"method":`, 400, -32700, nil},
+		{"not a message", `[1,2]`, 400, -32600, nil},
 		{"unknown method", `{"jsonrpc":"2.0","id":7,"method":"no/such/method"}`, 400, -32601, 7.0},
 		{"prompts are not served", `{"jsonrpc":"2.0","id":11,"method":"prompts/list"}`, 200, -32601, 11.0},
 		{"logging is not served", `{"jsonrpc":"2.0","id":12,"method":"logging/setLevel","params":{"level":"info"}}`, 200, -32601, 12.0},
@@ -414,9 +415,22 @@ func TestHTTPOriginIsValidated(t *testing.T) {
 		body := readAll(t, resp)
 		checkRPCError(t, resp.StatusCode, body, 403, jsonrpc.CodeInvalidRequest, nil)
 	}
-	// Without Origin (not a browser) it is served.
+	// Without Origin (not a browser) it is served, also through a reverse proxy on the same
+	// machine that forwards to the loopback address with the public Host.
 	if status, body := post(t, a, "1", "k1", initialize); status != 200 {
 		t.Fatalf("no Origin: %d %s", status, body)
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+a.Addr+"/api/v1/agents/1/mcp", strings.NewReader(initialize))
+	req.Host = "memory.example.com"
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer k1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, resp); resp.StatusCode != 200 {
+		t.Fatalf("proxied Host: %d %s", resp.StatusCode, body)
 	}
 }
 
