@@ -262,6 +262,9 @@ func (a *App) build(ctx context.Context) error {
 	rest.RegisterMessages(a.HTTP, a.Messages, a.Workspace)
 	rest.RegisterTools(a.HTTP, a.Tools)
 	mcpserver.Register(a.HTTP, a.Tools, a.mcpOptions())
+	if err := a.subscribeMCPChanges(); err != nil {
+		return err
+	}
 	if err := a.buildRecall(ctx); err != nil {
 		return err
 	}

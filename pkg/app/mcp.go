@@ -1,7 +1,14 @@
 package app
 
 import (
+	"context"
+	"encoding/json"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/matememory/matememory/pkg/bus"
 	"github.com/matememory/matememory/pkg/mcpserver"
+	"github.com/matememory/matememory/pkg/recall"
 	"github.com/matememory/matememory/pkg/workspace"
 )
 
@@ -21,4 +28,26 @@ func (a *App) mcpOptions() mcpserver.HTTPOptions {
 		KeysEnabled: len(a.Cfg.Mate.Auth.Keys) > 0,
 		Log:         a.Log,
 	}
+}
+
+// subscribeMCPChanges tells the hub of changes made by other processes too: with memory
+// search enabled, every writer connected to NATS (API replicas, summarizer and emergence
+// workers) publishes mate.recall.index.<agentId> after each change, and an API process
+// listens to those core-NATS messages (the hub drops the echo of its own changes).
+func (a *App) subscribeMCPChanges() error {
+	if !a.Cfg.Mate.Memory.Search.Enabled || a.NC == nil || !a.Has(TargetAPI) {
+		return nil
+	}
+	sub, err := a.NC.Subscribe(recall.SubjectIndex+".*", func(m *nats.Msg) {
+		var c recall.Change
+		if json.Unmarshal(m.Data, &c) != nil || c.Filename == "" || m.Subject != bus.AgentSubject(recall.SubjectIndex, c.AgentID) {
+			return
+		}
+		a.MCPHub.Changed(context.Background(), c.AgentID, c.Filename, c.Version)
+	})
+	if err != nil {
+		return err
+	}
+	a.onClose(func() { _ = sub.Unsubscribe() })
+	return nil
 }

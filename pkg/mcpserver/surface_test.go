@@ -17,6 +17,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/app/apptest"
 	"github.com/matememory/matememory/pkg/mcpserver"
+	"github.com/matememory/matememory/pkg/recall"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/tool"
 	"github.com/matememory/matememory/pkg/workspace"
@@ -521,5 +522,55 @@ func TestStdioResourceNotifications(t *testing.T) {
 	go func() { _, _ = io.Copy(io.Discard, serverToClientR) }()
 	if err := <-done; err != nil {
 		t.Fatalf("stdio server: %v (%T)", err, err)
+	}
+}
+
+// A change made by another process (its recall index message on NATS) is notified too, and a
+// change of this process, reported by its hook and by the echo of its message, is notified
+// once.
+func TestHTTPNotifiesOtherProcessesChangesOnce(t *testing.T) {
+	a := apptest.Start(t, "")
+	updated := make(chan string, 16)
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { updated <- r.Params.URI },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: "http://" + a.Addr + "/api/v1/agents/1/mcp", MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "memory://MEMORY.md"}); err != nil {
+		t.Fatal(err)
+	}
+	// What a summarizer process publishes after it changed MEMORY.md of agent 1.
+	data, _ := json.Marshal(recall.Change{AgentID: 1, Filename: "MEMORY.md", Version: 41})
+	if err := a.NC.Publish(recall.SubjectIndex+".1", data); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case uri := <-updated:
+		if uri != "memory://MEMORY.md" {
+			t.Fatalf("updated %s", uri)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("another process's change was not notified")
+	}
+	if _, err := a.Workspace.Append(ctx, 1, "MEMORY.md", "- once", "", workspace.Change{Actor: store.ActorAPI}); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	deadline := time.After(1500 * time.Millisecond)
+	for done := false; !done; {
+		select {
+		case <-updated:
+			n++
+		case <-deadline:
+			done = true
+		}
+	}
+	if n != 1 {
+		t.Fatalf("one change of this process notified %d times", n)
 	}
 }
