@@ -249,11 +249,6 @@ func (h *Handler) ownedBy(id string, b binding, keyID string) bool {
 	return true
 }
 
-// Changed is a workspace.ChangeHook that tells the handler's servers (through its hub).
-func (h *Handler) Changed(ctx context.Context, agentID int64, filename string, version int64) {
-	h.opts.Hub.Changed(ctx, agentID, filename, version)
-}
-
 // server returns the MCP server for the request's binding (getServer of the SDK handler).
 func (h *Handler) server(r *http.Request) *mcp.Server {
 	b, ok := r.Context().Value(bindingKey{}).(binding)
