@@ -78,6 +78,8 @@ type App struct {
 	HTTP      *httpapi.Server
 	// Recall searches agents' memory (API processes with mate.memory.search.enabled).
 	Recall *recall.Searcher
+	// MCPHub tells the MCP servers of the process about workspace changes (see mcp.go).
+	MCPHub *mcpserver.Hub
 	// TracerProvider and Propagator trace HTTP requests, NATS messages and LLM calls
 	// (see tracing.go); the provider is a no-op one unless spans are exported.
 	TracerProvider trace.TracerProvider
@@ -194,7 +196,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	a.JS = js
 
-	a.Workspace = a.newWorkspace(db, a.recallHook()...)
+	a.Workspace = a.newWorkspace(db, append(a.recallHook(), a.mcpHook())...)
 	a.Messages = conversation.New(db)
 	a.Tools = tool.New(a.Workspace)
 	a.HTTP = httpapi.New(httpapi.NewAuthenticator(m.Auth.Keys), a.Registry, a.Log,
@@ -265,7 +267,10 @@ func (a *App) build(ctx context.Context) error {
 		rest.RegisterWorkspace(a.HTTP, a.Workspace)
 		rest.RegisterMessages(a.HTTP, a.Messages, a.Workspace)
 		rest.RegisterTools(a.HTTP, a.Tools)
-		mcpserver.Register(a.HTTP, a.Tools, a.Log)
+		mcpserver.Register(a.HTTP, a.Tools, a.mcpOptions())
+		if err := a.subscribeMCPChanges(); err != nil {
+			return err
+		}
 	}
 	if err := a.buildRecall(ctx); err != nil {
 		return err

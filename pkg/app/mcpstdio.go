@@ -16,7 +16,7 @@ import (
 	"github.com/matememory/matememory/pkg/workspace"
 )
 
-// mcpStdio is `api mcp-stdio --agent N`: the memory tools of one agent over MCP on
+// mcpStdio is `api mcp-stdio --agent N`: the memory tools and files of one agent over MCP on
 // stdin/stdout, for a local agent that starts MateMemory as a subprocess. It opens the
 // configured database directly (migrating it, like every process) and needs no NATS. Stdout
 // (out) carries protocol messages only; logs and errors go to stderr (log, errOut).
@@ -39,6 +39,10 @@ func mcpStdio(ctx context.Context, cfg config.Config, log *slog.Logger, args []s
 		return 2
 	}
 
+	if *language != "" {
+		// New agents get their core files in the language asked for, not mate.language's.
+		cfg.Mate.Language = *language
+	}
 	m := cfg.Mate
 	db, err := store.Open(m.Database.Driver, m.Database.DSN, m.DataDir)
 	if err != nil {
@@ -53,7 +57,8 @@ func mcpStdio(ctx context.Context, cfg config.Config, log *slog.Logger, args []s
 	// The same workspace wiring as the API (limits, defaults, first-seen agent hooks), without
 	// the bus.
 	a := &App{Opts: Options{Config: cfg, Log: log}, Cfg: cfg, Log: log, DB: db}
-	var extra []workspace.Option
+	hub := mcpserver.NewHub()
+	extra := []workspace.Option{workspace.WithChangeHook(hub.Changed)}
 	var searcher *recall.Searcher
 	if m.Memory.Search.Enabled {
 		// No bus here: this process indexes its own writes inline (the hook runs after each
@@ -83,7 +88,7 @@ func mcpStdio(ctx context.Context, cfg config.Config, log *slog.Logger, args []s
 		lang = tools.DefaultLanguage()
 	}
 	log.Info("serving MCP over stdio", "agent", *agentID, "database", m.Database.Driver)
-	if err := mcpserver.ServeStdio(ctx, tools, *agentID, lang, log, in, out); err != nil {
+	if err := mcpserver.ServeStdio(ctx, tools, *agentID, lang, hub, log, in, out); err != nil {
 		fmt.Fprintln(errOut, "mcp-stdio:", err)
 		return 1
 	}

@@ -54,7 +54,7 @@ func TestMCPStdio(t *testing.T) {
 	for _, tl := range tools.Tools {
 		names = append(names, tl.Name)
 	}
-	want := append(slices.Clone(tool.Names), tool.SearchMemory, tool.ReadLines)
+	want := slices.Concat(tool.Names, tool.MoreNames, []string{tool.SearchMemory, tool.ReadLines})
 	if len(names) != len(want) {
 		t.Fatalf("tools = %v, want %v", names, want)
 	}

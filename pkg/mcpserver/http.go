@@ -1,12 +1,21 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
+	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/matememory/matememory/pkg/httpapi"
@@ -21,27 +30,60 @@ type Tools interface {
 	DefaultLanguage() string
 }
 
-// maxCachedServers bounds the per-agent server cache; past it the cache starts over
-// (a server is cheap to rebuild, it holds no session state).
+// HTTPOptions configure the streamable HTTP handler.
+type HTTPOptions struct {
+	// Hub, when set, hears of workspace changes; the handler's servers then notify their
+	// listening sessions.
+	Hub *Hub
+	// CORSOrigins are the browser origins allowed to send requests (mate.http.cors-origins).
+	// A request with any other Origin header is refused with 403.
+	CORSOrigins []string
+	// KeysEnabled tells that API keys are configured. Without keys the server's own
+	// loopback origin is accepted too (as the rest of the API does).
+	KeysEnabled bool
+	// Log receives SDK diagnostics; nil discards them.
+	Log *slog.Logger
+}
+
+// maxCachedServers bounds the per-agent server cache; past it, servers without a session
+// are dropped (a server is cheap to rebuild).
 const maxCachedServers = 4096
 
 // Handler serves MCP over streamable HTTP. It must run behind httpapi's authentication
 // (Register mounts it with HandleRaw): it checks the caller may act for the agent in the
 // path (403 otherwise) and hands the request to a server bound to that agent.
 //
-// The server is stateless (no Mcp-Session-Id): every request is authorized and bound on its
-// own, so a session can never carry one agent's binding into another's URL, and any API
-// replica can answer any request without sticky sessions.
+// Requests are served statelessly (no Mcp-Session-Id): every request is authorized and bound
+// on its own, and any API replica can answer it. Clients of the stateless protocol
+// (2026-07-28 and later) receive notifications on their subscriptions/listen streams. A
+// client that starts with the initialize handshake (protocol 2025-11-25 and older) gets a
+// session instead, so it can open the GET event stream notifications are sent on: the
+// session is kept by this replica (idle ones close after SessionIdleTimeout), and it is
+// served only to requests for the same agent, language and API key that created it (any
+// other gets 404, as for an unknown session).
 type Handler struct {
-	tools Tools
-	log   *slog.Logger
-	sdk   *mcp.StreamableHTTPHandler
+	tools    Tools
+	opts     HTTPOptions
+	cors     map[string]bool
+	sdk      *mcp.StreamableHTTPHandler // stateless
+	sessions *mcp.StreamableHTTPHandler // initialize-based clients
 
 	mu      sync.Mutex
-	servers map[binding]*mcp.Server
+	servers map[binding]*Server
+	owners  map[string]owner // session id → who created it
 }
 
-// binding is the agent and description language a request is served for.
+// SessionIdleTimeout closes a session that received no request for that long.
+const SessionIdleTimeout = 30 * time.Minute
+
+// owner is the binding and API key a session was created with.
+type owner struct {
+	binding binding
+	keyID   string
+	seen    time.Time
+}
+
+// binding is the agent and description language a request is served with.
 type binding struct {
 	agentID  int64
 	language string
@@ -49,33 +91,50 @@ type binding struct {
 
 type bindingKey struct{}
 
-// NewHandler builds the streamable HTTP handler. log receives SDK diagnostics; nil discards
-// them.
-func NewHandler(t Tools, log *slog.Logger) *Handler {
-	h := &Handler{tools: t, log: log, servers: map[binding]*mcp.Server{}}
+// NewHandler builds the streamable HTTP handler.
+func NewHandler(t Tools, o HTTPOptions) *Handler {
+	if o.Hub == nil {
+		o.Hub = NewHub()
+	}
+	h := &Handler{tools: t, opts: o, cors: map[string]bool{}, servers: map[binding]*Server{}, owners: map[string]owner{}}
+	for _, origin := range o.CORSOrigins {
+		if origin = strings.TrimRight(strings.TrimSpace(origin), "/"); origin != "" {
+			h.cors[strings.ToLower(origin)] = true
+		}
+	}
+	// httpapi guards against DNS rebinding already (without keys it answers only loopback
+	// Host names), and the SDK's own check would refuse a reverse proxy on the same machine
+	// that forwards to 127.0.0.1 with the public Host.
 	h.sdk = mcp.NewStreamableHTTPHandler(h.server, &mcp.StreamableHTTPOptions{
-		Stateless: true,
-		// Plain JSON replies: a stateless tools server sends nothing but the response, and
-		// JSON passes through proxies that buffer event streams.
+		Stateless:                  true,
+		DisableLocalhostProtection: true,
+		// Plain JSON replies to single requests; subscriptions/listen streams are SSE.
 		JSONResponse:        true,
-		Logger:              sdkLogger(log),
+		Logger:              sdkLogger(o.Log),
 		MaxRequestBodyBytes: httpapi.MaxBodyBytes,
+	})
+	h.sessions = mcp.NewStreamableHTTPHandler(h.server, &mcp.StreamableHTTPOptions{
+		DisableLocalhostProtection: true,
+		JSONResponse:               true,
+		Logger:                     sdkLogger(o.Log),
+		MaxRequestBodyBytes:        httpapi.MaxBodyBytes,
+		SessionTimeout:             SessionIdleTimeout,
 	})
 	return h
 }
 
 // Register mounts the handler at Path on s, behind s's authentication.
-func Register(s *httpapi.Server, t Tools, log *slog.Logger) *Handler {
-	h := NewHandler(t, log)
-	s.HandleRaw("POST "+Path, "Model Context Protocol (streamable HTTP, stateless, JSON responses): the four workspace memory tools bound to the agent in the URL (?language=zh|en for their descriptions)", h)
-	// The SDK answers these with 405 (no standalone event stream, no sessions to delete);
-	// registering them keeps clients from getting the API's 404 instead.
-	s.HandleRaw("GET "+Path, "MCP standalone event stream: not offered by this stateless server (405)", h)
-	s.HandleRaw("DELETE "+Path, "MCP session termination: not needed by this stateless server (405)", h)
+func Register(s *httpapi.Server, t Tools, o HTTPOptions) *Handler {
+	h := NewHandler(t, o)
+	s.HandleRaw("POST "+Path, "Model Context Protocol (streamable HTTP, stateless): the workspace memory tools and the memory files as resources, bound to the agent in the URL (?language=zh|en for their descriptions)", h)
+	s.HandleRaw("GET "+Path, "MCP event stream of a session (initialize-based clients, Mcp-Session-Id required; 405 without)", h)
+	s.HandleRaw("DELETE "+Path, "MCP session termination (Mcp-Session-Id required; 405 without)", h)
 	return h
 }
 
-// ServeHTTP authorizes the agent in the path and serves MCP for it.
+// ServeHTTP authorizes the agent in the path and serves MCP for it. Every error it or the
+// SDK gives is a JSON-RPC error object, except the API's own (authentication, agent id,
+// language), which keep the API's envelope.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, err := httpapi.AgentID(r)
 	if err != nil {
@@ -91,8 +150,103 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, httpapi.BadRequest("language %q is not supported; accepted: zh, en", lang))
 		return
 	}
-	ctx := context.WithValue(r.Context(), bindingKey{}, binding{agentID: id, language: lang})
-	h.sdk.ServeHTTP(w, r.WithContext(ctx))
+	if o := r.Header.Get("Origin"); o != "" && !h.originAllowed(o, r) {
+		// The streamable HTTP transport: an invalid Origin is answered 403, with a JSON-RPC
+		// error that has no id.
+		writeRPCError(w, http.StatusForbidden, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+			fmt.Sprintf("origin %q is not allowed: only the origins in mate.http.cors-origins may call MCP from a browser", o))
+		return
+	}
+	b := binding{agentID: id, language: lang}
+	sessionID := r.Header.Get("Mcp-Session-Id")
+	stateful := sessionID != ""
+	stream := r.Method == http.MethodGet && stateful // a session's event stream
+	var reqID jsonrpc.ID
+	if r.Method == http.MethodPost {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, httpapi.MaxBodyBytes))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				writeRPCError(w, http.StatusRequestEntityTooLarge, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest,
+					fmt.Sprintf("request body exceeds %d bytes", mbe.Limit))
+				return
+			}
+			writeRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, codeParseError, "read request body: "+err.Error())
+			return
+		}
+		if !json.Valid(body) {
+			writeRPCError(w, http.StatusBadRequest, jsonrpc.ID{}, codeParseError, "parse error: the body is not valid JSON")
+			return
+		}
+		msgs, _ := peek(body) // JSON that is no JSON-RPC message: the SDK says what is wrong
+		for _, m := range msgs {
+			switch m.Method {
+			case "initialize":
+				// The initialize handshake is the session-based protocol: give it a session.
+				stateful = true
+			case "subscriptions/listen":
+				stream = true
+			}
+		}
+		if len(msgs) == 1 {
+			reqID = msgs[0].id()
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+	}
+	keyID := httpapi.PrincipalFrom(r.Context()).KeyID
+	if sessionID != "" && !h.ownedBy(sessionID, b, keyID) {
+		writeRPCError(w, http.StatusNotFound, reqID, jsonrpc.CodeInvalidRequest, "session not found")
+		return
+	}
+	if stream {
+		// An event stream lasts as long as the client listens: mate.http.write-timeout-seconds
+		// bounds answers, not streams.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	}
+	ctx := context.WithValue(r.Context(), bindingKey{}, b)
+	jw := &jsonErrors{ResponseWriter: w, id: reqID}
+	if stateful {
+		jw.onHeader = func() {
+			if id := w.Header().Get("Mcp-Session-Id"); id != "" && sessionID == "" {
+				h.own(id, b, keyID)
+			}
+		}
+		h.sessions.ServeHTTP(jw, r.WithContext(ctx))
+	} else {
+		h.sdk.ServeHTTP(jw, r.WithContext(ctx))
+	}
+	jw.finish()
+}
+
+// own records who created a session, and forgets sessions idle for longer than the SDK keeps
+// them.
+func (h *Handler) own(id string, b binding, keyID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := time.Now()
+	h.owners[id] = owner{binding: b, keyID: keyID, seen: now}
+	for k, o := range h.owners {
+		if now.Sub(o.seen) > SessionIdleTimeout+time.Minute {
+			delete(h.owners, k)
+		}
+	}
+}
+
+// ownedBy reports whether session id was created for this binding and key.
+func (h *Handler) ownedBy(id string, b binding, keyID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	o, ok := h.owners[id]
+	if !ok {
+		return true // unknown here: the SDK answers 404 session not found
+	}
+	if o.binding != b || o.keyID != keyID {
+		return false
+	}
+	o.seen = time.Now()
+	h.owners[id] = o
+	return true
 }
 
 // server returns the MCP server for the request's binding (getServer of the SDK handler).
@@ -104,14 +258,150 @@ func (h *Handler) server(r *http.Request) *mcp.Server {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if s := h.servers[b]; s != nil {
-		return s
+		return s.Server
 	}
 	if len(h.servers) >= maxCachedServers {
-		h.servers = map[binding]*mcp.Server{}
+		for k, s := range h.servers {
+			if !s.hasSessions() {
+				h.opts.Hub.Remove(s)
+				delete(h.servers, k)
+			}
+		}
 	}
-	s := New(h.tools, b.agentID, b.language, h.log)
+	s := New(h.tools, b.agentID, Options{Language: b.language, Transport: HTTP, Notify: true, Log: h.opts.Log})
 	h.servers[b] = s
-	return s
+	h.opts.Hub.Add(s)
+	return s.Server
+}
+
+// originAllowed: a configured CORS origin, or, without API keys, the server's own loopback
+// origin.
+func (h *Handler) originAllowed(origin string, r *http.Request) bool {
+	if h.cors[strings.ToLower(strings.TrimRight(origin, "/"))] {
+		return true
+	}
+	if h.opts.KeysEnabled {
+		return false
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" || !strings.EqualFold(u.Host, r.Host) {
+		return false
+	}
+	host := u.Hostname()
+	ip := net.ParseIP(host)
+	return strings.EqualFold(host, "localhost") || (ip != nil && ip.IsLoopback())
+}
+
+// JSON-RPC 2.0 error codes the jsonrpc package does not name.
+const codeParseError = -32700
+
+// rpcMessage is what the handler reads of a JSON-RPC message before the SDK does.
+type rpcMessage struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Method  string          `json:"method"`
+}
+
+func (m rpcMessage) id() jsonrpc.ID {
+	var v any
+	if len(m.ID) == 0 || json.Unmarshal(m.ID, &v) != nil {
+		return jsonrpc.ID{}
+	}
+	id, err := jsonrpc.MakeID(v)
+	if err != nil {
+		return jsonrpc.ID{}
+	}
+	return id
+}
+
+// peek parses a POST body as one JSON-RPC message or a batch of them.
+func peek(body []byte) ([]rpcMessage, error) {
+	body = bytes.TrimSpace(body)
+	if len(body) > 0 && body[0] == '[' {
+		var batch []rpcMessage
+		if err := json.Unmarshal(body, &batch); err != nil {
+			return nil, err
+		}
+		return batch, nil
+	}
+	var m rpcMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return nil, err
+	}
+	return []rpcMessage{m}, nil
+}
+
+// jsonErrors turns the SDK's plain-text HTTP error answers (bad Content-Type or Accept, a
+// method without a stream, an invalid message) into JSON-RPC error objects, keeping their
+// status.
+type jsonErrors struct {
+	http.ResponseWriter
+	id       jsonrpc.ID
+	onHeader func() // called once before the status is written
+	capture  bool
+	status   int
+	buf      bytes.Buffer
+}
+
+func (w *jsonErrors) WriteHeader(code int) {
+	if w.onHeader != nil {
+		w.onHeader()
+		w.onHeader = nil
+	}
+	if code >= 400 && strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
+		w.capture, w.status = true, code
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *jsonErrors) Write(b []byte) (int, error) {
+	if w.onHeader != nil {
+		w.onHeader()
+		w.onHeader = nil
+	}
+	if w.capture {
+		return w.buf.Write(b)
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *jsonErrors) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok && !w.capture {
+		f.Flush()
+	}
+}
+
+func (w *jsonErrors) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *jsonErrors) finish() {
+	if !w.capture {
+		return
+	}
+	w.Header().Del("X-Content-Type-Options")
+	msg := strings.TrimSpace(w.buf.String())
+	code := int64(jsonrpc.CodeInvalidRequest)
+	if strings.HasPrefix(msg, "JSON RPC not handled") {
+		// The SDK's words for a method it does not serve (it answers -32601 itself only to
+		// the stateless protocol).
+		code = jsonrpc.CodeMethodNotFound
+	}
+	writeRPCError(w.ResponseWriter, w.status, w.id, code, msg)
+}
+
+// writeRPCError answers a JSON-RPC error object with an HTTP status.
+func writeRPCError(w http.ResponseWriter, status int, id jsonrpc.ID, code int64, msg string) {
+	var rawID any
+	if id.IsValid() {
+		rawID = id.Raw()
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"jsonrpc": "2.0",
+		"id":      rawID,
+		"error":   map[string]any{"code": code, "message": msg},
+	})
 }
 
 // writeError answers with the API's error envelope.

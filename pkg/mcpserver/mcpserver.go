@@ -1,11 +1,12 @@
 // Package mcpserver serves the WorkspaceMemoryTool over the Model Context Protocol (the
 // official Go SDK): streamable HTTP on the API at /api/v1/agents/{agentId}/mcp, and stdio for
-// a local agent.
+// a local agent. It serves tools (the four file tools, history, rollback, append, delete and,
+// when enabled, memory search) and the agent's memory files as resources
+// (memory://{+filename}), with list-changed and updated notifications when a file changes.
 //
 // Every server is bound to one agent when it is built: the agent comes from the URL the
 // caller was authorized for (HTTP) or from the command line (stdio), never from a tool
-// argument. The tools' input schemas have no agent id, and an agentId argument is refused by
-// the tools themselves, exactly as on the REST execution endpoint.
+// argument. The tools' input schemas have no agent id, and an agentId argument is refused.
 package mcpserver
 
 import (
@@ -15,11 +16,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"strings"
 
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/matememory/matememory/pkg/httpapi"
+	"github.com/matememory/matememory/pkg/recall"
 	"github.com/matememory/matememory/pkg/tool"
+	"github.com/matememory/matememory/pkg/workspace"
 )
 
 // Implementation name and version reported to MCP clients.
@@ -28,48 +35,98 @@ const (
 	ServerVersion = "1"
 )
 
-// Caller is what the MCP tools need from the WorkspaceMemoryTool; *tool.Tools satisfies it.
+// Caller is what the MCP server needs from the WorkspaceMemoryTool; *tool.Tools satisfies it.
 type Caller interface {
-	Call(ctx context.Context, agentID int64, name string, args json.RawMessage) (any, error)
+	// CallFull runs any tool of FullDefinitions for agentID.
+	CallFull(ctx context.Context, agentID int64, name string, args json.RawMessage) (any, error)
+	// FullDefinitions are the tools served, with the rules of their arguments in their schemas.
+	FullDefinitions(language string) []tool.Definition
 }
 
-// New builds an MCP server whose four memory tools act for agentID only. language ("zh" or
-// "en") picks the tool descriptions. log receives failed calls and the SDK's warnings; nil
-// discards them.
-func New(t Caller, agentID int64, language string, log *slog.Logger) *mcp.Server {
-	s := mcp.NewServer(&mcp.Implementation{Name: ServerName, Title: "MateMemory workspace memory", Version: ServerVersion},
-		&mcp.ServerOptions{
-			Logger: sdkLogger(log),
-			// Tools only: no logging capability (the SDK's historical default).
-			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
-			Instructions: instructions(language, agentID, hasSearch(t)),
-		})
-	defs := tool.Definitions(language)
-	if d, ok := t.(interface {
-		Definitions(string) []tool.Definition
-	}); ok {
-		defs = d.Definitions(language) // the recall tools too, when enabled
+// Transport names the way a server is reached, for the messages it gives.
+type Transport int
+
+// The transports.
+const (
+	HTTP Transport = iota
+	Stdio
+)
+
+// Options configure New.
+type Options struct {
+	// Language ("zh" or "en") picks the tool descriptions and titles.
+	Language string
+	// Transport says how the caller reaches the server (HTTP by default).
+	Transport Transport
+	// Notify, when true, advertises and sends resources list-changed and updated
+	// notifications (the server's owner must call Server.Changed on every file change).
+	Notify bool
+	// Log receives failed calls and the SDK's warnings; nil discards them.
+	Log *slog.Logger
+}
+
+// Server is an MCP server bound to one agent.
+type Server struct {
+	*mcp.Server
+	tools   Caller
+	agentID int64
+	opts    Options
+	res     *resources
+}
+
+// New builds an MCP server whose tools and resources act for agentID only.
+func New(t Caller, agentID int64, o Options) *Server {
+	caps := &mcp.ServerCapabilities{
+		// Tools never change at run time: no tools list-changed notifications. No logging,
+		// prompts or completions: nothing is advertised that is not served.
+		Tools:     &mcp.ToolCapabilities{},
+		Resources: &mcp.ResourceCapabilities{Subscribe: o.Notify, ListChanged: o.Notify},
 	}
-	for _, d := range defs {
-		s.AddTool(&mcp.Tool{
-			Name:        d.Function.Name,
-			Description: d.Function.Description,
-			InputSchema: d.Function.Parameters,
-			Annotations: annotations(d.Function.Name),
-		}, handler(t, agentID, d.Function.Name, log))
+	so := &mcp.ServerOptions{
+		Logger:       sdkLogger(o.Log),
+		Capabilities: caps,
+		Instructions: instructions(o.Language, agentID, hasSearch(t)),
 	}
+	s := &Server{tools: t, agentID: agentID, opts: o}
+	s.res = newResources(s)
+	if o.Notify {
+		so.SubscribeHandler = s.res.subscribe
+		so.UnsubscribeHandler = func(context.Context, *mcp.UnsubscribeRequest) error { return nil }
+	}
+	s.Server = mcp.NewServer(&mcp.Implementation{Name: ServerName, Title: "MateMemory workspace memory", Version: ServerVersion}, so)
+	s.AddReceivingMiddleware(unserved)
+	for _, d := range t.FullDefinitions(o.Language) {
+		s.addTool(d)
+	}
+	s.res.register()
 	return s
 }
 
+// unserved answers "method not found" for the methods of capabilities the server does not
+// advertise (the SDK would answer them with empty results).
+func unserved(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch method {
+		case "prompts/list", "prompts/get", "logging/setLevel", "completion/complete":
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound,
+				Message: fmt.Sprintf("method %q not found: this server serves tools and resources only", method)}
+		}
+		return next(ctx, method, req)
+	}
+}
+
+// AgentID is the agent the server acts for.
+func (s *Server) AgentID() int64 { return s.agentID }
+
 func instructions(language string, agentID int64, search bool) string {
 	if language == "en" {
-		s := fmt.Sprintf("Workspace memory of agent %d: list, read, write and edit its Markdown memory files (MEMORY.md, PROFILE.md, memory/YYYY-MM-DD.md...). Read a file before you change it.", agentID)
+		s := fmt.Sprintf("Workspace memory of agent %d: list, read, write, edit, append to, roll back and delete its Markdown memory files (MEMORY.md, PROFILE.md, memory/YYYY-MM-DD.md...), also readable as resources memory://{filename}. Read a file before you change it.", agentID)
 		if search {
 			s += " Search all of it with search_workspace_memory before answering about past events, preferences or identifiers; read the lines a hit points at with read_workspace_memory_lines."
 		}
 		return s
 	}
-	s := fmt.Sprintf("智能体 %d 的工作区记忆：列出、读取、写入和编辑其 Markdown 记忆文件（MEMORY.md、PROFILE.md、memory/YYYY-MM-DD.md 等）。修改前先读取。", agentID)
+	s := fmt.Sprintf("智能体 %d 的工作区记忆：列出、读取、写入、编辑、追加、回滚和删除其 Markdown 记忆文件（MEMORY.md、PROFILE.md、memory/YYYY-MM-DD.md 等），也可作为资源 memory://{filename} 读取。修改前先读取。", agentID)
 	if search {
 		s += "回答涉及过去的事情、偏好或标识符的问题前，先用 search_workspace_memory 检索全部记忆；用 read_workspace_memory_lines 读取命中的行。"
 	}
@@ -82,25 +139,111 @@ func hasSearch(t Caller) bool {
 	return ok && r.RecallEnabled()
 }
 
-// annotations tell clients which tools only read and which replace content.
-func annotations(name string) *mcp.ToolAnnotations {
-	closed := false
+// outputTypes are the Go types of the tools' structured results; their JSON Schemas are the
+// tools' output schemas.
+var outputTypes = map[string]reflect.Type{
+	tool.ListFiles:    reflect.TypeFor[tool.ListResult](),
+	tool.ReadFile:     reflect.TypeFor[tool.ReadResult](),
+	tool.WriteFile:    reflect.TypeFor[tool.WriteResult](),
+	tool.EditFile:     reflect.TypeFor[tool.EditResult](),
+	tool.HistoryFile:  reflect.TypeFor[tool.HistoryResult](),
+	tool.RollbackFile: reflect.TypeFor[tool.RollbackResult](),
+	tool.AppendFile:   reflect.TypeFor[tool.AppendResult](),
+	tool.DeleteFile:   reflect.TypeFor[tool.DeleteResult](),
+	tool.SearchMemory: reflect.TypeFor[recall.Result](),
+	tool.ReadLines:    reflect.TypeFor[tool.LinesResult](),
+}
+
+// OutputSchema is the JSON Schema of a tool's structured result (nil for an unknown tool).
+func OutputSchema(name string) *jsonschema.Schema {
+	t, ok := outputTypes[name]
+	if !ok {
+		return nil
+	}
+	s, err := jsonschema.ForType(t, nil)
+	if err != nil {
+		panic(fmt.Sprintf("output schema of %s: %v", name, err)) // static types: cannot fail
+	}
+	return s
+}
+
+var titles = map[string][2]string{ // zh, en
+	tool.ListFiles:    {"列出记忆文件", "List memory files"},
+	tool.ReadFile:     {"读取记忆文件", "Read a memory file"},
+	tool.WriteFile:    {"写入记忆文件", "Write a memory file"},
+	tool.EditFile:     {"编辑记忆文件", "Edit a memory file"},
+	tool.HistoryFile:  {"记忆文件历史", "Memory file history"},
+	tool.RollbackFile: {"回滚记忆文件", "Roll back a memory file"},
+	tool.AppendFile:   {"追加到记忆文件", "Append to a memory file"},
+	tool.DeleteFile:   {"删除记忆文件", "Delete a memory file"},
+	tool.SearchMemory: {"检索记忆", "Search memory"},
+	tool.ReadLines:    {"读取记忆文件的行", "Read lines of a memory file"},
+}
+
+func title(name, language string) string {
+	t, ok := titles[name]
+	if !ok {
+		return name
+	}
+	if language == "en" {
+		return t[1]
+	}
+	return t[0]
+}
+
+// addTool serves one tool: its arguments are validated against its input schema (the same
+// schema clients see, by jsonschema-go) before the tool runs.
+func (s *Server) addTool(d tool.Definition) {
+	name := d.Function.Name
+	var in jsonschema.Schema
+	if err := json.Unmarshal(d.Function.Parameters, &in); err != nil {
+		panic(fmt.Sprintf("input schema of %s: %v", name, err))
+	}
+	resolved, err := in.Resolve(nil)
+	if err != nil {
+		panic(fmt.Sprintf("input schema of %s: %v", name, err))
+	}
+	t := &mcp.Tool{
+		Name:        name,
+		Title:       title(name, s.opts.Language),
+		Description: d.Function.Description,
+		InputSchema: d.Function.Parameters,
+		Annotations: annotations(name, title(name, s.opts.Language)),
+	}
+	if out := OutputSchema(name); out != nil {
+		t.OutputSchema = out
+	}
+	s.AddTool(t, s.handler(name, resolved))
+}
+
+// annotations tell clients which tools only read and which replace or remove content.
+func annotations(name, title string) *mcp.ToolAnnotations {
+	closed, destructive, notDestructive := false, true, false
 	switch name {
-	case tool.ListFiles, tool.ReadFile, tool.SearchMemory, tool.ReadLines:
-		return &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &closed}
-	case tool.WriteFile:
-		destructive := true
-		return &mcp.ToolAnnotations{DestructiveHint: &destructive, IdempotentHint: true, OpenWorldHint: &closed}
-	default: // EditFile
-		destructive := true
-		return &mcp.ToolAnnotations{DestructiveHint: &destructive, OpenWorldHint: &closed}
+	case tool.ListFiles, tool.ReadFile, tool.SearchMemory, tool.ReadLines, tool.HistoryFile:
+		return &mcp.ToolAnnotations{Title: title, ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &closed}
+	case tool.WriteFile, tool.DeleteFile:
+		return &mcp.ToolAnnotations{Title: title, DestructiveHint: &destructive, IdempotentHint: true, OpenWorldHint: &closed}
+	case tool.AppendFile:
+		return &mcp.ToolAnnotations{Title: title, DestructiveHint: &notDestructive, OpenWorldHint: &closed}
+	default: // EditFile, RollbackFile
+		return &mcp.ToolAnnotations{Title: title, DestructiveHint: &destructive, OpenWorldHint: &closed}
 	}
 }
 
+// agentArgMessage says where the agent comes from, in the caller's terms.
+func (s *Server) agentArgMessage(name string) string {
+	if s.opts.Transport == Stdio {
+		return fmt.Sprintf("%s: agentId is not an argument: this stdio server acts for agent %d only, the one it was started for (--agent)", name, s.agentID)
+	}
+	return fmt.Sprintf("%s: agentId is not an argument: the agent is the caller's own, taken from the URL and the API key", name)
+}
+
 // handler runs one tool for the bound agent. A failed call is a tool error (IsError) whose
-// text is the message the REST endpoint would answer, so the model can read it and correct
-// itself; only a canceled request is a protocol error.
-func handler(t Caller, agentID int64, name string, log *slog.Logger) mcp.ToolHandler {
+// text says what was wrong, so the model can read it and correct itself; for a call the
+// tool refused it is the message the REST endpoint would answer. Only a canceled request is
+// a protocol error.
+func (s *Server) handler(name string, schema *jsonschema.Resolved) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		if req.Extra != nil && req.Extra.Header != nil {
 			if ref := httpapi.HeaderRef(req.Extra.Header, "X-Request-Id"); ref != "" {
@@ -111,21 +254,19 @@ func handler(t Caller, agentID int64, name string, log *slog.Logger) mcp.ToolHan
 		if req.Params != nil {
 			args = req.Params.Arguments
 		}
-		out, err := t.Call(ctx, agentID, name, args)
+		if msg := s.checkArgs(name, schema, args); msg != "" {
+			return toolError(msg, 400), nil
+		}
+		out, err := s.tools.CallFull(ctx, s.agentID, name, args)
 		if err != nil {
 			if errors.Is(err, context.Canceled) {
 				return nil, err
 			}
 			status, msg := httpapi.Classify(err)
-			if status >= 500 && log != nil {
-				log.Error("mcp tool call failed", "agent", agentID, "tool", name, "err", err)
+			if status >= 500 && s.opts.Log != nil {
+				s.opts.Log.Error("mcp tool call failed", "agent", s.agentID, "tool", name, "err", err)
 			}
-			return &mcp.CallToolResult{
-				IsError: true,
-				Content: []mcp.Content{&mcp.TextContent{Text: msg}},
-				// The HTTP status REST would answer (400, 404, 409...), for clients that branch on it.
-				Meta: mcp.Meta{"matememory/status": status},
-			}, nil
+			return toolError(msg, status), nil
 		}
 		// Markdown quotes ('>') and tags stay readable for the model: no HTML escaping.
 		var buf bytes.Buffer
@@ -139,6 +280,43 @@ func handler(t Caller, agentID int64, name string, log *slog.Logger) mcp.ToolHan
 			Content:           []mcp.Content{&mcp.TextContent{Text: string(text)}},
 			StructuredContent: json.RawMessage(text),
 		}, nil
+	}
+}
+
+// checkArgs validates a call's arguments against the tool's input schema and returns what
+// is wrong ("" when nothing is). An agent id gets its own message; a filename the schema
+// refuses gets the workspace's explanation of the rule it breaks.
+func (s *Server) checkArgs(name string, schema *jsonschema.Resolved, raw json.RawMessage) string {
+	var args any = map[string]any{}
+	if t := bytes.TrimSpace(raw); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+		if err := json.Unmarshal(t, &args); err != nil {
+			return fmt.Sprintf("%s: arguments must be a JSON object: %v", name, err)
+		}
+	}
+	if m, ok := args.(map[string]any); ok {
+		for k := range m {
+			if strings.EqualFold(k, "agentId") || strings.EqualFold(k, "agent_id") {
+				return s.agentArgMessage(name)
+			}
+		}
+		if f, ok := m["filename"].(string); ok {
+			if err := workspace.ValidateName(f); err != nil && schema.Validate(args) != nil {
+				return err.Error() // what REST answers too
+			}
+		}
+	}
+	if err := schema.Validate(args); err != nil {
+		return fmt.Sprintf("%s: invalid arguments: %v", name, err)
+	}
+	return ""
+}
+
+func toolError(msg string, status int) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		IsError: true,
+		Content: []mcp.Content{&mcp.TextContent{Text: msg}},
+		// The HTTP status REST would answer (400, 404, 409...), for clients that branch on it.
+		Meta: mcp.Meta{"matememory/status": status},
 	}
 }
 

@@ -140,7 +140,7 @@ func checkTools(t *testing.T, tools []*mcp.Tool) {
 	}
 	slices.Sort(names)
 	// The app serves memory search too (mate.memory.search.enabled defaults to true).
-	want := append(slices.Clone(tool.Names), tool.SearchMemory, tool.ReadLines)
+	want := append(slices.Concat(tool.Names, tool.MoreNames), tool.SearchMemory, tool.ReadLines)
 	slices.Sort(want)
 	if !slices.Equal(names, want) {
 		t.Fatalf("tools = %v, want %v", names, want)
@@ -323,12 +323,18 @@ func TestHTTPToolErrorsCarryTheRESTMessage(t *testing.T) {
 		tool   string
 		args   map[string]any
 		status int
+		// schema: the input schema refuses the call before the tool runs, with this text
+		// (REST, which has no schema validator in front, says it in its own words).
+		schema string
 	}{
-		{"missing file", tool.ReadFile, map[string]any{"filename": "nope.md"}, http.StatusNotFound},
-		{"traversal", tool.ReadFile, map[string]any{"filename": "../x.md"}, http.StatusBadRequest},
-		{"missing argument", tool.WriteFile, map[string]any{"filename": "a.md"}, http.StatusBadRequest},
-		{"unknown argument", tool.ListFiles, map[string]any{"prefix": "memory/"}, http.StatusBadRequest},
-		{"edit text absent", tool.EditFile, map[string]any{"filename": "MEMORY.md", "oldText": "no such text anywhere", "newText": "x"}, http.StatusBadRequest},
+		{"missing file", tool.ReadFile, map[string]any{"filename": "nope.md"}, http.StatusNotFound, ""},
+		{"traversal", tool.ReadFile, map[string]any{"filename": "../x.md"}, http.StatusBadRequest, ""},
+		{"missing argument", tool.WriteFile, map[string]any{"filename": "a.md"}, http.StatusBadRequest, `write_workspace_memory_file: invalid arguments: validating root: required: missing properties: ["content"]`},
+		{"unknown argument", tool.ListFiles, map[string]any{"prefix": "memory/"}, http.StatusBadRequest, `list_workspace_memory_files: invalid arguments: validating root: unexpected additional properties ["prefix"]`},
+		{"empty oldText", tool.EditFile, map[string]any{"filename": "MEMORY.md", "oldText": "", "newText": "x"}, http.StatusBadRequest, "minLength"},
+		{"wrong type", tool.EditFile, map[string]any{"filename": "MEMORY.md", "oldText": "a", "newText": "b", "replaceAll": "yes"}, http.StatusBadRequest, "replaceAll"},
+		{"line below 1", tool.ReadLines, map[string]any{"filename": "MEMORY.md", "startLine": 0}, http.StatusBadRequest, "minimum"},
+		{"edit text absent", tool.EditFile, map[string]any{"filename": "MEMORY.md", "oldText": "no such text anywhere", "newText": "x"}, http.StatusBadRequest, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -353,6 +359,12 @@ func TestHTTPToolErrorsCarryTheRESTMessage(t *testing.T) {
 			}
 			if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
 				t.Fatal(err)
+			}
+			if tc.schema != "" {
+				if env.Code != tc.status || !strings.Contains(got, tc.schema) {
+					t.Fatalf("REST answered %d; MCP said %q (want status %d and %q)", env.Code, got, tc.status, tc.schema)
+				}
+				return
 			}
 			if env.Code != tc.status || env.Msg != got {
 				t.Fatalf("REST answered %d %q; MCP said %q (want status %d)", env.Code, env.Msg, got, tc.status)
@@ -395,7 +407,7 @@ func TestHTTPLanguage(t *testing.T) {
 func TestServeStdio(t *testing.T) {
 	a := apptest.Start(t, "")
 	cs := connectPipes(t, func(ctx context.Context, in io.Reader, out io.Writer) error {
-		return mcpserver.ServeStdio(ctx, a.Tools, 3, "en", nil, in, out)
+		return mcpserver.ServeStdio(ctx, a.Tools, 3, "en", a.MCPHub, nil, in, out)
 	})
 	checkTools(t, listTools(t, cs))
 	exercise(t, cs, 3)

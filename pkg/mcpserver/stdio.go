@@ -5,18 +5,24 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// ServeStdio serves the memory tools of agentID as newline-delimited JSON-RPC over in and
-// out (os.Stdin and os.Stdout for `api mcp-stdio`) until in ends or ctx is done. Nothing but
-// protocol messages is written to out; diagnostics go to log.
-func ServeStdio(ctx context.Context, t Caller, agentID int64, language string, log *slog.Logger, in io.Reader, out io.Writer) error {
+// ServeStdio serves the memory tools and resources of agentID as newline-delimited JSON-RPC
+// over in and out (os.Stdin and os.Stdout for `api mcp-stdio`) until in ends or ctx is done.
+// Nothing but protocol messages is written to out; diagnostics go to log. Changes reported
+// to hub (nil: none) for the agent are notified to the client.
+func ServeStdio(ctx context.Context, t Caller, agentID int64, language string, hub *Hub, log *slog.Logger, in io.Reader, out io.Writer) error {
 	transport := &mcp.IOTransport{Reader: readCloser(in), Writer: writeCloser(out)}
-	err := New(t, agentID, language, log).Run(ctx, transport)
-	if errors.Is(err, io.EOF) || errors.Is(err, context.Canceled) {
-		return nil // the client went away or the process is stopping: a normal end
+	s := New(t, agentID, Options{Language: language, Transport: Stdio, Notify: true, Log: log})
+	hub.Add(s)
+	defer hub.Remove(s)
+	err := s.Run(ctx, transport)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) || errors.Is(err, syscall.EPIPE) || errors.Is(err, context.Canceled) {
+		// The client went away (closed our stdin or stdout) or the process is stopping: a
+		// normal end.
 	}
 	return err
 }

@@ -61,7 +61,10 @@ func argNames(tool string) []string {
 	case EditFile:
 		return []string{"filename", "oldText", "newText", "replaceAll"}
 	}
-	return recallArgNames(tool)
+	if n := recallArgNames(tool); n != nil {
+		return n
+	}
+	return moreArgNames(tool)
 }
 
 func def(name, description string, params json.RawMessage) Definition {
