@@ -534,6 +534,11 @@ func TestStdioResourceNotifications(t *testing.T) {
 // once.
 func TestHTTPNotifiesOtherProcessesChangesOnce(t *testing.T) {
 	a := apptest.Start(t, "")
+	// Seed agent 1 first: its seeded files notify too (they are changes), and this test counts
+	// the notifications of one append.
+	if _, err := a.Workspace.EnsureAgent(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
 	updated := make(chan string, 16)
 	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, &mcp.ClientOptions{
 		ResourceUpdatedHandler: func(_ context.Context, r *mcp.ResourceUpdatedNotificationRequest) { updated <- r.Params.URI },
