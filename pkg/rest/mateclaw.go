@@ -60,18 +60,7 @@ func (h wsHandlers) mcList(r *http.Request) (any, error) {
 }
 
 func (h wsHandlers) mcPut(r *http.Request) (any, error) {
-	t, expect, err := writeTarget(r, "")
-	if err != nil {
-		return nil, err
-	}
-	var b putBody
-	if err := httpapi.Decode(r, &b); err != nil {
-		return nil, err
-	}
-	if b.Content == nil {
-		return nil, httpapi.BadRequest(`content is required: {"content":"..."}`)
-	}
-	f, _, err := h.ws.Write(r.Context(), t.agentID, t.name, *b.Content, expect, change(r))
+	f, _, err := h.write(r)
 	if err != nil {
 		return nil, err
 	}

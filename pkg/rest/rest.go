@@ -145,18 +145,7 @@ func writeTarget(r *http.Request, notCreate string) (fileTarget, int64, error) {
 }
 
 func (h wsHandlers) put(r *http.Request) (any, error) {
-	t, expect, err := writeTarget(r, "")
-	if err != nil {
-		return nil, err
-	}
-	var b putBody
-	if err := httpapi.Decode(r, &b); err != nil {
-		return nil, err
-	}
-	if b.Content == nil {
-		return nil, httpapi.BadRequest(`content is required: {"content":"..."}`)
-	}
-	f, created, err := h.ws.Write(r.Context(), t.agentID, t.name, *b.Content, expect, change(r))
+	f, created, err := h.write(r)
 	if err != nil {
 		return nil, err
 	}
@@ -165,6 +154,23 @@ func (h wsHandlers) put(r *http.Request) (any, error) {
 		status = http.StatusCreated
 	}
 	return fileReply(status, f, putResult{File: f, Created: created}), nil
+}
+
+// write is the body of PUT on a file (native and MateClaw routes): the target and its
+// If-Match, the {"content"} body, the compare-and-swap write.
+func (h wsHandlers) write(r *http.Request) (workspace.File, bool, error) {
+	t, expect, err := writeTarget(r, "")
+	if err != nil {
+		return workspace.File{}, false, err
+	}
+	var b putBody
+	if err := httpapi.Decode(r, &b); err != nil {
+		return workspace.File{}, false, err
+	}
+	if b.Content == nil {
+		return workspace.File{}, false, httpapi.BadRequest(`content is required: {"content":"..."}`)
+	}
+	return h.ws.Write(r.Context(), t.agentID, t.name, *b.Content, expect, change(r))
 }
 
 type patchBody struct {
