@@ -82,7 +82,11 @@ const maxSyncAttempts = 10
 func (i *Indexer) Sync(ctx context.Context, agentID int64, filename string) (SyncResult, error) {
 	for attempt := 0; ; attempt++ {
 		r, err := i.syncOnce(ctx, agentID, filename)
-		if errors.Is(err, errLostRace) && attempt < maxSyncAttempts {
+		if (errors.Is(err, errLostRace) || store.IsDeadlock(err)) && attempt < maxSyncAttempts {
+			// Another indexer of the same agent committed first, or MySQL broke a deadlock
+			// between two of them (gap locks on the agent's chunks): nothing of this attempt
+			// was applied; read the state again.
+			time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond)
 			continue
 		}
 		return r, err

@@ -76,7 +76,7 @@ func TestWorkerIndexesRedeliveryAndCrashPaths(t *testing.T) {
 		first := next(t, seen)
 		// Indexed by this delivery, or just before by the start-up reconcile: either way once.
 		if first.err != nil || first.c.AgentID != 7 || first.res.Chunks != 1 {
-			t.Fatalf("first delivery: %+v", first)
+			t.Fatalf("first delivery: %+v (%v)", first, first.err)
 		}
 		found := func(q string) bool {
 			res, err := r.se.Search(ctx, 7, recall.Query{Text: q})

@@ -158,3 +158,11 @@ func Close(db *gorm.DB) error {
 
 // IsDuplicate reports whether err is a unique-key violation.
 func IsDuplicate(err error) bool { return errors.Is(err, gorm.ErrDuplicatedKey) }
+
+// IsDeadlock reports a transaction the database rolled back to break a deadlock, or one that
+// waited too long for a lock (MySQL/MariaDB 1213 and 1205): nothing of it was applied, and
+// running it again is safe.
+func IsDeadlock(err error) bool {
+	var me *mysqldrv.MySQLError
+	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205)
+}
