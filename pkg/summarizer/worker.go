@@ -198,6 +198,14 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 		w.deadLetter(ctx, msg, "poison message, never processable: "+err.Error(), kind)
 		return
 	}
+	if ctx.Err() != nil {
+		// The worker is stopping: a delivery that reached it now (a pull request still open)
+		// is handed back at once, untouched and without a ledger row, for another worker.
+		if err := msg.Nak(); err != nil {
+			w.log.Warn("nak while stopping", "subject", msg.Subject(), "err", err)
+		}
+		return
+	}
 	job.Attempt = int(md.NumDelivered)
 	maxDeliver := w.svc.set.MaxDeliver
 	job.LastAttempt = maxDeliver > 0 && md.NumDelivered >= uint64(maxDeliver)
