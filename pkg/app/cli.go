@@ -142,14 +142,20 @@ func rootCommand(defaultTarget string, stdin io.Reader, stdout, stderr io.Writer
 		return &exitError{code: code, err: errors.New("")}
 	}
 
-	root.RunE = func(cmd *cobra.Command, _ []string) error {
+	// withConfig loads the configuration, runs fn until a signal and maps its exit code.
+	withConfig := func(fn func(ctx context.Context, cfg config.Config, log *slog.Logger) int) error {
 		cfg, log, err := load()
 		if err != nil {
 			return err
 		}
 		ctx, stop := signalCtx()
 		defer stop()
-		return exit(serve(ctx, cfg, log, defaultTarget, target, stderr))
+		return exit(fn(ctx, cfg, log))
+	}
+	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		return withConfig(func(ctx context.Context, cfg config.Config, log *slog.Logger) int {
+			return serve(ctx, cfg, log, defaultTarget, target, stderr)
+		})
 	}
 
 	migrate := &cobra.Command{
@@ -157,13 +163,9 @@ func rootCommand(defaultTarget string, stdin io.Reader, stdout, stderr io.Writer
 		Short: "Apply pending schema migrations, then list them all",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, _, err := load()
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalCtx()
-			defer stop()
-			return exit(migrateDB(ctx, cfg, true, stdout, stderr))
+			return withConfig(func(ctx context.Context, cfg config.Config, _ *slog.Logger) int {
+				return migrateDB(ctx, cfg, true, stdout, stderr)
+			})
 		},
 	}
 	migrate.AddCommand(&cobra.Command{
@@ -171,13 +173,9 @@ func rootCommand(defaultTarget string, stdin io.Reader, stdout, stderr io.Writer
 		Short: "List every schema migration, applied (with its time) or pending; changes nothing",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, _, err := load()
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalCtx()
-			defer stop()
-			return exit(migrateDB(ctx, cfg, false, stdout, stderr))
+			return withConfig(func(ctx context.Context, cfg config.Config, _ *slog.Logger) int {
+				return migrateDB(ctx, cfg, false, stdout, stderr)
+			})
 		},
 	})
 	// replay, mcp-stdio, reindex and eval keep their own flag sets (their tests and docs use them);
@@ -189,13 +187,9 @@ func rootCommand(defaultTarget string, stdin io.Reader, stdout, stderr io.Writer
 				if wantsHelp(args) {
 					return exit(run(context.Background(), config.Default(), slog.New(slog.DiscardHandler), []string{"-h"}, stdout, stdout))
 				}
-				cfg, log, err := load()
-				if err != nil {
-					return err
-				}
-				ctx, stop := signalCtx()
-				defer stop()
-				return exit(run(ctx, cfg, log, args, stdout, stderr))
+				return withConfig(func(ctx context.Context, cfg config.Config, log *slog.Logger) int {
+					return run(ctx, cfg, log, args, stdout, stderr)
+				})
 			},
 		}
 	}

@@ -278,58 +278,47 @@ type ReconcileReport struct {
 	Checked, Changed int
 }
 
-// Reconcile syncs every file changed since the stored watermark (minus a slack for clock
-// skew between writers) and every file whose embeddings are pending, then moves the
-// watermark. It is what makes a lost index message (a crash between commit and publish, a
-// connection down) cost a delay, never a missed update.
+// Reconcile syncs every file changed since its watermark (sweep), every conversation with new
+// messages when conversations are a source, and every file whose embeddings are pending.
 func (w *Worker) Reconcile(ctx context.Context) (ReconcileReport, error) {
 	var rep ReconcileReport
-	db := w.db.WithContext(ctx)
-	var cur store.RecallCursor
-	if err := db.Where("name = ?", cursorName).Take(&cur).Error; err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
-		return rep, fmt.Errorf("read recall cursor: %w", err)
-	}
-	from := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC) // before any file; MySQL dates start at 1000
-	if !cur.UpdateTime.IsZero() {
-		from = cur.UpdateTime.Add(-w.slack)
-	}
-	high := cur.UpdateTime
-	type key struct {
-		AgentID  int64
-		Filename string
-	}
-	var lastID int64
-	lastTime := from
-	for {
+	err := w.sweep(ctx, cursorName, &rep, func(db *gorm.DB, t time.Time, id int64) ([]sweepRow, error) {
 		var rows []store.WorkspaceFile
 		if err := db.Select("id", "agent_id", "filename", "update_time").
-			Where("update_time > ? OR (update_time = ? AND id > ?)", lastTime, lastTime, lastID).
-			Order("update_time, id").Limit(500).Find(&rows).Error; err != nil {
-			return rep, fmt.Errorf("scan workspace files: %w", err)
+			Where("update_time > ? OR (update_time = ? AND id > ?)", t, t, id).
+			Order("update_time, id").Limit(sweepPage).Find(&rows).Error; err != nil {
+			return nil, fmt.Errorf("scan workspace files: %w", err)
 		}
-		seen := map[key]bool{}
-		for _, r := range rows {
-			k := key{r.AgentID, r.Filename}
-			if !seen[k] {
-				seen[k] = true
-				if err := w.syncOne(ctx, r.AgentID, r.Filename, &rep); err != nil {
-					return rep, err
-				}
-			}
-			lastTime, lastID = r.UpdateTime, r.ID
-			if r.UpdateTime.After(high) {
-				high = r.UpdateTime
-			}
+		out := make([]sweepRow, len(rows))
+		for i, r := range rows {
+			out[i] = sweepRow{id: r.ID, agentID: r.AgentID, name: r.Filename, at: r.UpdateTime}
 		}
-		if len(rows) < 500 {
-			break
-		}
+		return out, nil
+	})
+	if err != nil {
+		return rep, err
 	}
 	if w.conversations {
-		if err := w.reconcileConversations(ctx, &rep); err != nil {
+		// Conversations with new messages (any path: the REST route, an event's inline
+		// messages), from their own watermark over mate_message.create_time.
+		err := w.sweep(ctx, conversationsCursor, &rep, func(db *gorm.DB, t time.Time, id int64) ([]sweepRow, error) {
+			var rows []store.Message
+			if err := db.Select("id", "agent_id", "conversation_id", "create_time").
+				Where("create_time > ? OR (create_time = ? AND id > ?)", t, t, id).
+				Order("create_time, id").Limit(sweepPage).Find(&rows).Error; err != nil {
+				return nil, fmt.Errorf("scan messages: %w", err)
+			}
+			out := make([]sweepRow, len(rows))
+			for i, r := range rows {
+				out[i] = sweepRow{id: r.ID, agentID: r.AgentID, name: ConversationPrefix + r.ConversationID, at: r.CreateTime}
+			}
+			return out, nil
+		})
+		if err != nil {
 			return rep, err
 		}
 	}
+	db := w.db.WithContext(ctx)
 	var pending []store.RecallFile
 	if err := db.Where("embed_pending = ?", true).Limit(200).Find(&pending).Error; err != nil {
 		return rep, fmt.Errorf("scan pending embeddings: %w", err)
@@ -337,12 +326,6 @@ func (w *Worker) Reconcile(ctx context.Context) (ReconcileReport, error) {
 	for _, p := range pending {
 		if err := w.syncOne(ctx, p.AgentID, p.Filename, &rep); err != nil {
 			return rep, err
-		}
-	}
-	if high.After(cur.UpdateTime) {
-		cur = store.RecallCursor{Name: cursorName, UpdateTime: high}
-		if err := db.Save(&cur).Error; err != nil {
-			return rep, fmt.Errorf("store recall cursor: %w", err)
 		}
 	}
 	return rep, nil
@@ -376,55 +359,62 @@ func Subscribe(nc *nats.Conn, s *Searcher) (*nats.Subscription, error) {
 // conversationsCursor is the reconciler's watermark over mate_message.create_time.
 const conversationsCursor = "conversations"
 
-// reconcileConversations indexes every conversation that got messages since the stored
-// watermark (minus the slack): messages stored by any path (the REST route, an event's inline
-// messages) become searchable within one sweep even when no index message was sent.
-func (w *Worker) reconcileConversations(ctx context.Context, rep *ReconcileReport) error {
+// sweepPage is how many rows a sweep reads at a time.
+const sweepPage = 500
+
+// sweepRow is one changed row a sweep found: what to index, and where the watermark is.
+type sweepRow struct {
+	id      int64
+	agentID int64
+	name    string
+	at      time.Time
+}
+
+// sweep syncs every (agent, name) that page reports changed since the named watermark (minus
+// the slack for clock skew between writers), page after page in (time, id) order, then moves
+// the watermark. It is what makes a lost index message (a crash between commit and publish,
+// a connection down) cost a delay, never a missed update.
+func (w *Worker) sweep(ctx context.Context, cursor string, rep *ReconcileReport, page func(db *gorm.DB, t time.Time, id int64) ([]sweepRow, error)) error {
 	db := w.db.WithContext(ctx)
 	var cur store.RecallCursor
-	if err := db.Where("name = ?", conversationsCursor).Take(&cur).Error; err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
-		return fmt.Errorf("read recall cursor: %w", err)
+	if err := db.Where("name = ?", cursor).Take(&cur).Error; err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+		return fmt.Errorf("read recall cursor %s: %w", cursor, err)
 	}
-	from := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	lastTime := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC) // before any row; MySQL dates start at 1000
 	if !cur.UpdateTime.IsZero() {
-		from = cur.UpdateTime.Add(-w.slack)
+		lastTime = cur.UpdateTime.Add(-w.slack)
 	}
 	high := cur.UpdateTime
 	type key struct {
-		agent int64
-		conv  string
+		agentID int64
+		name    string
 	}
 	seen := map[key]bool{}
 	var lastID int64
-	lastTime := from
 	for {
-		var rows []store.Message
-		if err := db.Select("id", "agent_id", "conversation_id", "create_time").
-			Where("create_time > ? OR (create_time = ? AND id > ?)", lastTime, lastTime, lastID).
-			Order("create_time, id").Limit(500).Find(&rows).Error; err != nil {
-			return fmt.Errorf("scan messages: %w", err)
+		rows, err := page(db, lastTime, lastID)
+		if err != nil {
+			return err
 		}
 		for _, r := range rows {
-			k := key{r.AgentID, r.ConversationID}
-			if !seen[k] {
+			if k := (key{r.agentID, r.name}); !seen[k] {
 				seen[k] = true
-				if err := w.syncOne(ctx, r.AgentID, ConversationPrefix+r.ConversationID, rep); err != nil {
+				if err := w.syncOne(ctx, r.agentID, r.name, rep); err != nil {
 					return err
 				}
 			}
-			lastTime, lastID = r.CreateTime, r.ID
-			if r.CreateTime.After(high) {
-				high = r.CreateTime
+			lastTime, lastID = r.at, r.id
+			if r.at.After(high) {
+				high = r.at
 			}
 		}
-		if len(rows) < 500 {
+		if len(rows) < sweepPage {
 			break
 		}
 	}
 	if high.After(cur.UpdateTime) {
-		cur = store.RecallCursor{Name: conversationsCursor, UpdateTime: high}
-		if err := db.Save(&cur).Error; err != nil {
-			return fmt.Errorf("store recall cursor: %w", err)
+		if err := db.Save(&store.RecallCursor{Name: cursor, UpdateTime: high}).Error; err != nil {
+			return fmt.Errorf("store recall cursor %s: %w", cursor, err)
 		}
 	}
 	return nil
