@@ -1,10 +1,8 @@
 package bus
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -88,17 +86,8 @@ func publicKeyOfSeed(file string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("mate.nats.nkey-seed-file: %w", err)
 	}
-	seed := ""
-	for _, line := range strings.Split(string(raw), "\n") {
-		if l := strings.TrimSpace(line); strings.HasPrefix(l, "SU") {
-			seed = l
-			break
-		}
-	}
-	if seed == "" {
-		return "", errors.New("mate.nats.nkey-seed-file: no user seed (a line starting with SU) in " + file)
-	}
-	kp, err := nkeys.FromSeed([]byte(seed))
+	// A bare seed or a decorated one (the format nsc writes), as nats.NkeyOptionFromSeed reads it.
+	kp, err := nkeys.ParseDecoratedNKey(raw)
 	if err != nil {
 		return "", fmt.Errorf("mate.nats.nkey-seed-file %s: %w", file, err)
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -130,9 +129,13 @@ func (s *Store) Add(ctx context.Context, msgs ...Message) ([]Message, error) {
 		out[i] = fromRow(r)
 	}
 	if s.added != nil {
-		last := map[[2]string]Message{}
+		type conv struct {
+			agentID int64
+			id      string
+		}
+		last := map[conv]Message{}
 		for _, m := range out {
-			last[[2]string{strconv.FormatInt(m.AgentID, 10), m.ConversationID}] = m
+			last[conv{m.AgentID, m.ConversationID}] = m
 		}
 		for _, m := range last {
 			s.added(ctx, m.AgentID, m.ConversationID, m.ID)

@@ -243,12 +243,10 @@ func (m Message) validate() error {
 		return invalidf("role %q is not supported; accepted: %s", m.Role, strings.Join(roles, ", "))
 	case m.Role == "tool" && m.ToolCallID == "":
 		return invalidf("a tool message needs toolCallId (the id of the call it answers)")
-	case ValidateToolCalls(m.ToolCalls) != nil:
-		return ValidateToolCalls(m.ToolCalls)
 	case !utf8.ValidString(m.Content):
 		return invalidf("content is not valid UTF-8")
 	}
-	return nil
+	return ValidateToolCalls(m.ToolCalls)
 }
 
 // validateLabel checks a free-form label (empty allowed): short, printable, no spaces.

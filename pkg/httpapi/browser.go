@@ -55,7 +55,7 @@ func (s *Server) browserCheck(r *http.Request) error {
 	return nil
 }
 
-// cors adds the CORS headers for an allowed origin and answers its preflight. It reports
+// corsHeaders adds the CORS headers for an allowed origin and answers its preflight. It reports
 // whether the request was a preflight (and is answered).
 func (s *Server) corsHeaders(w http.ResponseWriter, r *http.Request) bool {
 	o := r.Header.Get("Origin")
