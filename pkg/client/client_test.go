@@ -165,6 +165,10 @@ func TestFiles(t *testing.T) {
 	if ag, err = c.Agent(ctx, 1); err != nil || ag.Timezone != "Asia/Shanghai" {
 		t.Fatalf("agent = %+v, %v", ag, err)
 	}
+	page, err := c.ListAgents(ctx, 0, 10)
+	if err != nil || len(page.Agents) != 1 || page.Agents[0].AgentID != 1 || page.Agents[0].FileCount == 0 || page.NextAfter != 0 {
+		t.Fatalf("ListAgents = %+v, %v", page, err)
+	}
 }
 
 func TestTools(t *testing.T) {

@@ -198,3 +198,33 @@ func (c *Client) UpdateAgent(ctx context.Context, agentID int64, language, timez
 	}
 	return &a, nil
 }
+
+// AgentSummary is one agent in a list: its settings and how much memory it holds.
+type AgentSummary struct {
+	Agent
+	FileCount  int       `json:"fileCount"`
+	LastUpdate time.Time `json:"lastUpdate"`
+}
+
+// AgentPage is one page of ListAgents; NextAfter is 0 on the last page.
+type AgentPage struct {
+	Agents    []AgentSummary `json:"agents"`
+	NextAfter int64          `json:"nextAfter"`
+}
+
+// ListAgents lists the agents the key may see, in id order, after the agent id afterID
+// (0 = from the start), at most limit (1–1000; 0 = the server's default of 100).
+func (c *Client) ListAgents(ctx context.Context, afterID int64, limit int) (*AgentPage, error) {
+	q := url.Values{}
+	if afterID > 0 {
+		q.Set("after", strconv.FormatInt(afterID, 10))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var p AgentPage
+	if _, err := c.do(ctx, request{method: http.MethodGet, path: "/api/v1/agents", query: q}, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}

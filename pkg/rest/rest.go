@@ -28,6 +28,7 @@ func RegisterWorkspace(s *httpapi.Server, ws *workspace.Service) {
 	s.Handle("DELETE "+files+"/{path...}", "Delete a file (logically); If-Match optional", h.delete)
 	s.Handle("POST "+files+"/{path...}", `…/{filename}/rollback {"version":N}: make a previous version current again; If-Match optional`, h.post)
 	s.Handle("GET /api/v1/agents/{agentId}/system-prompt", "The workspace injection for the system prompt: enabled files by sort_order, each as --- NAME --- and its content", h.systemPrompt)
+	s.Handle("GET /api/v1/agents", "The agents the caller may see, in id order (?after=<agentId>&limit=1..1000, default 100); nextAfter is set when a page is full", h.listAgents)
 	s.Handle("GET /api/v1/agents/{agentId}", "An agent's settings (language, timezone); seeds its core files when first seen", h.getAgent)
 	s.Handle("PATCH /api/v1/agents/{agentId}", `Change an agent's settings {"language":"en","timezone":"Asia/Shanghai"}`, h.patchAgent)
 	registerMateClaw(s, h)
