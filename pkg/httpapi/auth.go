@@ -130,3 +130,25 @@ func RequireAdmin(r *http.Request) error {
 	}
 	return Errorf(http.StatusForbidden, "this endpoint needs an admin API key")
 }
+
+// Act checks the caller of ctx may act for agentID (403 otherwise).
+func Act(ctx context.Context, agentID int64) error {
+	if !PrincipalFrom(ctx).MayAct(agentID) {
+		return Errorf(http.StatusForbidden, "this API key may not act for agent %d", agentID)
+	}
+	return nil
+}
+
+// Admin checks the caller of ctx holds an admin key (or keys are off).
+func Admin(ctx context.Context) error {
+	p := PrincipalFrom(ctx)
+	if p.Open || p.Admin {
+		return nil
+	}
+	return Errorf(http.StatusForbidden, "this endpoint needs an admin API key")
+}
+
+// AgentPath is the {agentId} path parameter of a typed operation.
+type AgentPath struct {
+	AgentID int64 `path:"agentId" minimum:"1" example:"1" doc:"The agent's id, a positive integer; the key must be allowed to act for it."`
+}

@@ -95,8 +95,12 @@ func PathInt64(r *http.Request, name string) (int64, error) {
 }
 
 // IfMatch reads an If-Match: <version> header; absent means workspace.AnyVersion.
-func IfMatch(r *http.Request) (int64, error) {
-	raw := strings.Trim(strings.TrimSpace(r.Header.Get("If-Match")), `"`)
+func IfMatch(r *http.Request) (int64, error) { return ParseIfMatch(r.Header.Get("If-Match")) }
+
+// ParseIfMatch reads an If-Match value: a version ("3", "W/\"3\""), 0 for create only;
+// empty or * is workspace.AnyVersion.
+func ParseIfMatch(header string) (int64, error) {
+	raw := strings.Trim(strings.TrimSpace(header), `"`)
 	raw = strings.TrimPrefix(raw, "W/")
 	raw = strings.Trim(raw, `"`)
 	if raw == "" || raw == "*" {

@@ -13,13 +13,12 @@ import (
 	"net"
 	"net/http"
 	"path"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/danielgtaylor/huma/v2"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
@@ -50,8 +49,9 @@ type Server struct {
 	reqs    *prometheus.CounterVec
 	latency *prometheus.HistogramVec
 
-	mu     sync.Mutex
-	routes []route
+	mu       sync.Mutex
+	api      huma.API
+	dispatch map[string]*dispatch
 
 	// traced wraps each route in a server span (WithTracing); nil = no tracing.
 	traced func(pattern string, h http.Handler) http.Handler
@@ -76,16 +76,14 @@ func WithTracing(tp trace.TracerProvider, prop propagation.TextMapPropagator) Op
 	}
 }
 
-type route struct {
-	method, path, summary string
-}
-
 // New builds a server. reg receives the HTTP metrics and is served at /metrics.
 func New(auth *Authenticator, reg *prometheus.Registry, log *slog.Logger, opts ...Option) *Server {
-	s := &Server{mux: http.NewServeMux(), auth: auth, log: log, reg: reg}
+	installErrorModel()
+	s := &Server{mux: http.NewServeMux(), auth: auth, log: log, reg: reg, dispatch: map[string]*dispatch{}}
 	for _, o := range opts {
 		o(s)
 	}
+	s.api = newAPI(s)
 	s.reqs = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "matememory_http_requests_total", Help: "HTTP requests by route and status code.",
 	}, []string{"route", "code"})
@@ -94,12 +92,7 @@ func New(auth *Authenticator, reg *prometheus.Registry, log *slog.Logger, opts .
 		Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 12),
 	}, []string{"route"})
 	reg.MustRegister(s.reqs, s.latency)
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, envelope{Code: 200, Data: map[string]string{"status": "ok"}})
-	})
-	s.mux.HandleFunc("GET /readyz", s.ready)
-	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	s.mux.HandleFunc("GET /api/v1/openapi.json", s.openapi)
+	s.registerService()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s; see /api/v1/openapi.json", r.Method, r.URL.Path))
 	})
@@ -125,13 +118,11 @@ type info struct {
 	fn   func() string
 }
 
-// Handle registers pattern ("METHOD /path/{param}") with a one-line summary for the
-// OpenAPI document. Every route under /api/v1 requires a valid key when keys are configured.
+// Handle registers pattern ("METHOD /path/{param}") as an untyped route, documented with
+// its summary only. Routes of the API are typed operations (Register); Handle stays for
+// tests and for routes whose shape no schema describes.
 func (s *Server) Handle(pattern, summary string, h Handler) {
-	method, path, _ := strings.Cut(pattern, " ")
-	s.mu.Lock()
-	s.routes = append(s.routes, route{method: method, path: path, summary: summary})
-	s.mu.Unlock()
+	s.document(pattern, summary)
 	s.mux.Handle(pattern, s.trace(pattern, s.wrap(pattern, h)))
 }
 
@@ -142,12 +133,10 @@ func (s *Server) trace(pattern string, h http.Handler) http.Handler {
 	return s.traced(pattern, h)
 }
 
-// HandleRaw registers a plain http.Handler (streams, MCP) behind authentication.
+// HandleRaw registers a plain http.Handler (streams, MCP) behind authentication, documented
+// with its summary only.
 func (s *Server) HandleRaw(pattern, summary string, h http.Handler) {
-	method, path, _ := strings.Cut(pattern, " ")
-	s.mu.Lock()
-	s.routes = append(s.routes, route{method: method, path: path, summary: summary})
-	s.mu.Unlock()
+	s.document(pattern, summary)
 	s.mux.Handle(pattern, s.trace(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.auth.Authenticate(r)
 		if err != nil {
@@ -156,6 +145,26 @@ func (s *Server) HandleRaw(pattern, summary string, h http.Handler) {
 		}
 		h.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), p)))
 	})))
+}
+
+// document lists an untyped route in the OpenAPI document.
+func (s *Server) document(pattern, summary string) {
+	method, p, _ := strings.Cut(pattern, " ")
+	if method == "" {
+		return
+	}
+	p = strings.ReplaceAll(p, "...}", "}")
+	op := &huma.Operation{Method: method, Path: p, Summary: summary,
+		OperationID: untypedID(method, p),
+		Responses:   map[string]*huma.Response{"default": {Description: `{"code":200,"data":...} or {"code":4xx/5xx,"msg":"..."}`}}}
+	for _, seg := range strings.Split(p, "/") {
+		if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
+			op.Parameters = append(op.Parameters, &huma.Param{Name: strings.Trim(seg, "{}"), In: "path", Required: true, Schema: &huma.Schema{Type: "string"}})
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.api.OpenAPI().AddOperation(op)
 }
 
 func (s *Server) wrap(pattern string, h Handler) http.Handler {
@@ -218,54 +227,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
-	// Each check runs at the same time with its own deadline, so one that hangs (a stalled
-	// database) is reported as such and does not make the others fail for lack of time.
-	errs := make([]error, len(s.checks))
-	var wg sync.WaitGroup
-	for i, c := range s.checks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := context.WithTimeout(r.Context(), CheckTimeout)
-			defer cancel()
-			done := make(chan error, 1)
-			go func() { done <- c.Fn(ctx) }()
-			select {
-			case err := <-done:
-				errs[i] = err
-			case <-ctx.Done():
-				// A check that ignores its context is not waited for (beyond a moment for
-				// the one that returns as its context ends).
-				select {
-				case errs[i] = <-done:
-				case <-time.After(100 * time.Millisecond):
-					errs[i] = fmt.Errorf("no answer within %s", CheckTimeout)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	status := map[string]string{}
-	ok := true
-	for i, c := range s.checks {
-		if errs[i] != nil {
-			status[c.Name] = errs[i].Error()
-			ok = false
-		} else {
-			status[c.Name] = "ok"
-		}
-	}
-	for _, i := range s.infos {
-		status[i.name] = i.fn()
-	}
-	if !ok {
-		writeJSON(w, http.StatusServiceUnavailable, envelope{Code: 503, Msg: "not ready", Data: status})
-		return
-	}
-	writeJSON(w, http.StatusOK, envelope{Code: 200, Data: status})
-}
-
 // Listen starts serving on addr; it refuses a non-loopback address when no keys are set.
 func (s *Server) Listen(addr string) (net.Listener, error) {
 	if !s.auth.Enabled() && !config.LoopbackOnly(addr) {
@@ -321,48 +282,11 @@ func writeErr(w http.ResponseWriter, err error) int {
 	return fail(w, st, msg)
 }
 
-func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	routes := append([]route(nil), s.routes...)
-	s.mu.Unlock()
-	sort.Slice(routes, func(i, j int) bool {
-		if routes[i].path != routes[j].path {
-			return routes[i].path < routes[j].path
-		}
-		return routes[i].method < routes[j].method
-	})
-	paths := map[string]map[string]any{}
-	for _, rt := range routes {
-		p := strings.ReplaceAll(rt.path, "...}", "}")
-		if paths[p] == nil {
-			paths[p] = map[string]any{}
-		}
-		var params []map[string]any
-		for _, seg := range strings.Split(p, "/") {
-			if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
-				params = append(params, map[string]any{"name": strings.Trim(seg, "{}"), "in": "path",
-					"required": true, "schema": map[string]string{"type": "string"}})
-			}
-		}
-		op := map[string]any{"summary": rt.summary, "responses": map[string]any{
-			"default": map[string]any{"description": `{"code":200,"data":...} or {"code":4xx/5xx,"msg":"..."}`}}}
-		if len(params) > 0 {
-			op["parameters"] = params
-		}
-		method := strings.ToLower(rt.method)
-		if method == "" {
-			method = "get"
-		}
-		paths[p][method] = op
+// untypedID names an untyped route's operation after its method and path ("post-api-v1-x").
+func untypedID(method, p string) string {
+	id := strings.ToLower(method)
+	for _, seg := range strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == '{' || r == '}' || r == '-' || r == '.' }) {
+		id += "-" + strings.ToLower(seg)
 	}
-	doc := map[string]any{
-		"openapi": "3.0.3",
-		"info":    map[string]any{"title": "MateMemory API", "version": "1"},
-		"components": map[string]any{"securitySchemes": map[string]any{
-			"bearer": map[string]any{"type": "http", "scheme": "bearer"}}},
-		"security": []map[string]any{{"bearer": []string{}}},
-		"paths":    paths,
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(doc)
+	return id
 }

@@ -57,7 +57,7 @@ func TestListAgents(t *testing.T) {
 		}
 
 		expect(t, s.req(t, "GET", "/api/v1/agents?limit=0", "", all...), 400, "limit must be 1 to 1000")
-		expect(t, s.req(t, "GET", "/api/v1/agents?after=x", "", all...), 400, "after must be an agent id")
+		expect(t, s.req(t, "GET", "/api/v1/agents?after=x", "", all...), 400, "after must be a whole number")
 		expect(t, s.req(t, "GET", "/api/v1/agents", ""), 401, "missing API key")
 	})
 }

@@ -1,10 +1,15 @@
 package rest
 
 import (
+	"context"
 	"net/http"
 	"time"
 
+	"github.com/danielgtaylor/huma/v2"
+
 	"github.com/matememory/matememory/pkg/httpapi"
+	"github.com/matememory/matememory/pkg/store"
+	"github.com/matememory/matememory/pkg/workspace"
 )
 
 // registerMateClaw adds MateClaw's workspace routes (WorkspaceFileController), mapped on the
@@ -21,16 +26,26 @@ import (
 // names; If-Match works on them as on the native routes.
 func registerMateClaw(s *httpapi.Server, h wsHandlers) {
 	const base = "/api/v1/agents/{agentId}/workspace"
-	s.Handle("GET "+base+"/files", "MateClaw route: the agent's files without content, by sort order then name", h.mcList)
-	s.Handle("GET "+base+"/files/{path...}", "MateClaw route: read a file", h.get)
-	s.Handle("PUT "+base+"/files/{path...}", `MateClaw route: create or replace a file {"content":"..."} (200 either way); If-Match optional`, h.mcPut)
-	s.Handle("DELETE "+base+"/files/{path...}", "MateClaw route: delete a file (logically); If-Match optional", h.mcDelete)
-	s.Handle("GET "+base+"/prompt-files", "MateClaw route: the files injected into the system prompt, in order", h.promptFiles)
-	s.Handle("PUT "+base+"/prompt-files", `MateClaw route: inject exactly these files, in this order {"files":["AGENTS.md","SOUL.md"]}; every other file is disabled`, h.setPromptFiles)
+	tags := []string{"MateClaw"}
+	rest := map[string]any{httpapi.MetaRest: "filename"}
+	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: base + "/files", OperationID: "mateclawListFiles", Tags: tags,
+		Summary: "MateClaw: the agent's files without content, by sort order then name", Errors: []int{403}}, h.mcList)
+	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: base + "/files/{filename}", OperationID: "mateclawGetFile", Tags: tags,
+		Summary: "MateClaw: read a file", Metadata: rest, Errors: []int{403, 404, 405}}, h.get)
+	httpapi.Register(s, huma.Operation{Method: http.MethodPut, Path: base + "/files/{filename}", OperationID: "mateclawWriteFile", Tags: tags,
+		Summary: "MateClaw: create or replace a file (200 either way)", Description: "If-Match optional, as on the native route.",
+		Metadata: rest, Errors: []int{403, 404, 405, 409}}, h.mcPut)
+	httpapi.Register(s, huma.Operation{Method: http.MethodDelete, Path: base + "/files/{filename}", OperationID: "mateclawDeleteFile", Tags: tags,
+		Summary: "MateClaw: delete a file (logically)", Description: "If-Match optional; data is null.",
+		Metadata: rest, Errors: []int{403, 404, 405, 409}}, h.mcDelete)
+	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: base + "/prompt-files", OperationID: "mateclawPromptFiles", Tags: tags,
+		Summary: "MateClaw: the files injected into the system prompt, in order", Errors: []int{403}}, h.promptFiles)
+	httpapi.Register(s, huma.Operation{Method: http.MethodPut, Path: base + "/prompt-files", OperationID: "mateclawSetPromptFiles", Tags: tags,
+		Summary: "MateClaw: inject exactly these files, in this order; every other file is disabled", Errors: []int{403, 404}}, h.setPromptFiles)
 }
 
-// mcFile is a file as MateClaw's WorkspaceFileEntity shows it (content null in listings).
-type mcFile struct {
+// MateClawFile is a file as MateClaw's WorkspaceFileEntity shows it (content null in listings).
+type MateClawFile struct {
 	AgentID    int64     `json:"agentId"`
 	Filename   string    `json:"filename"`
 	Content    *string   `json:"content"`
@@ -42,65 +57,68 @@ type mcFile struct {
 	Deleted    int       `json:"deleted"`
 }
 
-func (h wsHandlers) mcList(r *http.Request) (any, error) {
-	id, err := httpapi.AgentID(r)
+func (h wsHandlers) mcList(ctx context.Context, in *httpapi.AgentPath) (*httpapi.Response[[]MateClawFile], error) {
+	if err := httpapi.Act(ctx, in.AgentID); err != nil {
+		return nil, err
+	}
+	files, err := h.ws.List(ctx, in.AgentID, "")
 	if err != nil {
 		return nil, err
 	}
-	files, err := h.ws.List(r.Context(), id, "")
-	if err != nil {
-		return nil, err
-	}
-	out := make([]mcFile, len(files))
+	out := make([]MateClawFile, len(files))
 	for i, f := range files {
-		out[i] = mcFile{AgentID: id, Filename: f.Filename, FileSize: f.FileSize, Enabled: f.Enabled,
+		out[i] = MateClawFile{AgentID: in.AgentID, Filename: f.Filename, FileSize: f.FileSize, Enabled: f.Enabled,
 			SortOrder: f.SortOrder, Version: f.Version, UpdateTime: f.UpdateTime}
 	}
-	return out, nil
+	return httpapi.OK(out), nil
 }
 
-func (h wsHandlers) mcPut(r *http.Request) (any, error) {
-	f, _, err := h.write(r)
+func (h wsHandlers) mcPut(ctx context.Context, in *putInput) (*httpapi.Versioned[workspace.File], error) {
+	f, _, err := h.write(ctx, in)
 	if err != nil {
 		return nil, err
 	}
-	return fileReply(http.StatusOK, f, f), nil
+	return httpapi.AnswerVersion(http.StatusOK, f.Version, f), nil
 }
 
-func (h wsHandlers) mcDelete(r *http.Request) (any, error) {
-	t, expect, err := writeTarget(r, "DELETE")
+func (h wsHandlers) mcDelete(ctx context.Context, in *WriteParams) (*httpapi.Response[*struct{}], error) {
+	if err := h.remove(ctx, in); err != nil {
+		return nil, err
+	}
+	return httpapi.OK[*struct{}](nil), nil
+}
+
+func (h wsHandlers) promptFiles(ctx context.Context, in *httpapi.AgentPath) (*httpapi.Response[[]string], error) {
+	if err := httpapi.Act(ctx, in.AgentID); err != nil {
+		return nil, err
+	}
+	names, err := h.ws.PromptFiles(ctx, in.AgentID)
 	if err != nil {
 		return nil, err
 	}
-	if err := h.ws.Delete(r.Context(), t.agentID, t.name, expect, change(r)); err != nil {
-		return nil, err
-	}
-	return nil, nil
-}
-
-func (h wsHandlers) promptFiles(r *http.Request) (any, error) {
-	id, err := httpapi.AgentID(r)
-	if err != nil {
-		return nil, err
-	}
-	return h.ws.PromptFiles(r.Context(), id)
+	return httpapi.OK(names), nil
 }
 
 type promptFilesBody struct {
-	Files *[]string `json:"files"`
+	Files *[]string `json:"files" example:"[\"AGENTS.md\",\"SOUL.md\"]" doc:"The files to inject, in order (required; an empty list disables every file)."`
 }
 
-func (h wsHandlers) setPromptFiles(r *http.Request) (any, error) {
-	id, err := httpapi.AgentID(r)
+type promptFilesInput struct {
+	httpapi.AgentPath
+	RequestID string `header:"X-Request-Id" maxLength:"128" doc:"Kept in the files' history as the change's ref."`
+	Body      promptFilesBody
+}
+
+func (h wsHandlers) setPromptFiles(ctx context.Context, in *promptFilesInput) (*httpapi.Response[[]string], error) {
+	if err := httpapi.Act(ctx, in.AgentID); err != nil {
+		return nil, err
+	}
+	if in.Body.Files == nil {
+		return nil, httpapi.BadRequest(`files is required: {"files":["AGENTS.md","SOUL.md",...]} (an empty list disables every file)`)
+	}
+	names, err := h.ws.SetPromptFiles(ctx, in.AgentID, *in.Body.Files, workspace.Change{Actor: store.ActorAPI, Ref: httpapi.CleanRef(in.RequestID)})
 	if err != nil {
 		return nil, err
 	}
-	var b promptFilesBody
-	if err := httpapi.Decode(r, &b); err != nil {
-		return nil, err
-	}
-	if b.Files == nil {
-		return nil, httpapi.BadRequest(`files is required: {"files":["AGENTS.md","SOUL.md",...]} (an empty list disables every file)`)
-	}
-	return h.ws.SetPromptFiles(r.Context(), id, *b.Files, change(r))
+	return httpapi.OK(names), nil
 }

@@ -2,9 +2,12 @@ package rest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/matememory/matememory/pkg/conversation"
 	"github.com/matememory/matememory/pkg/httpapi"
@@ -14,7 +17,6 @@ import (
 // Message paging limits for GET.
 const (
 	defaultMessageLimit = 1000
-	maxMessageLimit     = 10000
 	maxMessageBatch     = 1000
 )
 
@@ -24,8 +26,19 @@ const (
 func RegisterMessages(s *httpapi.Server, msgs *conversation.Store, ws *workspace.Service) {
 	h := msgHandlers{msgs: msgs, ws: ws}
 	const path = "/api/v1/conversations/{conversationId}/messages"
-	s.Handle("POST "+path, `Store messages: {"agentId":1,"role":"user","content":"..."} or {"agentId":1,"messages":[{"role":...,"content":...},...]}; toolCalls, toolCallId and name are optional`, h.post)
-	s.Handle("GET "+path, "A conversation's messages, oldest first: ?agentId= (required), afterId= (exclusive), limit= (default 1000, at most 10000)", h.get)
+	tags := []string{"Messages"}
+	httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: path, OperationID: "storeMessages", Tags: tags,
+		Summary:     "Store messages of a conversation",
+		Description: `One message {"agentId":1,"role":"user","content":"..."} or a batch {"agentId":1,"messages":[{"role":...,"content":...},...]} (at most 1000); toolCalls, toolCallId and name are optional. A newly seen agent gets its core files.`,
+		DefaultStatus: http.StatusCreated, Errors: []int{403}}, h.post)
+	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: path, OperationID: "listMessages", Tags: tags,
+		Summary: "A conversation's messages, oldest first", Description: "hasMore says more follow the last one: ask again with its id as afterId.",
+		Errors: []int{403}}, h.get)
+}
+
+// ConversationPath is the {conversationId} path parameter of a typed operation.
+type ConversationPath struct {
+	ConversationID string `path:"conversationId" minLength:"1" maxLength:"128" example:"c-42" doc:"The chat service's conversation id: 1 to 128 bytes of UTF-8."`
 }
 
 type msgHandlers struct {
@@ -35,12 +48,12 @@ type msgHandlers struct {
 
 // messageIn is one message as a client sends it.
 type messageIn struct {
-	AgentID    *int64          `json:"agentId"`
-	Role       *string         `json:"role"`
-	Content    *string         `json:"content"`
-	ToolCalls  json.RawMessage `json:"toolCalls"`
-	ToolCallID *string         `json:"toolCallId"`
-	Name       *string         `json:"name"`
+	AgentID    *int64          `json:"agentId,omitempty" minimum:"1" example:"1" doc:"The agent (required at the top level; in a batch, optional and equal to it)."`
+	Role       *string         `json:"role,omitempty" enum:"user,assistant,system,tool" doc:"Required for each message."`
+	Content    *string         `json:"content,omitempty" example:"I drink green tea every morning."`
+	ToolCalls  json.RawMessage `json:"toolCalls,omitempty" doc:"An assistant message's OpenAI tool calls (a JSON array)."`
+	ToolCallID *string         `json:"toolCallId,omitempty" doc:"A tool message's call id."`
+	Name       *string         `json:"name,omitempty"`
 }
 
 func (m messageIn) empty() bool {
@@ -50,11 +63,16 @@ func (m messageIn) empty() bool {
 // messagesBody is a single message, or a batch under "messages" with the agent at the top.
 type messagesBody struct {
 	messageIn
-	Messages []messageIn `json:"messages"`
+	Messages []messageIn `json:"messages,omitempty" maxItems:"1000" doc:"A batch, instead of the single message's fields."`
 }
 
-// messagesOut answers both routes.
-type messagesOut struct {
+type postInput struct {
+	ConversationPath
+	Body messagesBody
+}
+
+// Messages answers both routes.
+type Messages struct {
 	AgentID        int64                  `json:"agentId"`
 	ConversationID string                 `json:"conversationId"`
 	Count          int                    `json:"count"`
@@ -64,15 +82,12 @@ type messagesOut struct {
 	HasMore bool `json:"hasMore"`
 }
 
-func (h msgHandlers) post(r *http.Request) (any, error) {
-	convID := r.PathValue("conversationId")
+func (h msgHandlers) post(ctx context.Context, in *postInput) (*httpapi.Response[Messages], error) {
+	convID := in.ConversationID
 	if err := conversation.ValidateConversationID(convID); err != nil {
 		return nil, err
 	}
-	var b messagesBody
-	if err := httpapi.Decode(r, &b); err != nil {
-		return nil, err
-	}
+	b := in.Body
 	if b.AgentID == nil {
 		return nil, httpapi.BadRequest("agentId is required")
 	}
@@ -80,10 +95,10 @@ func (h msgHandlers) post(r *http.Request) (any, error) {
 	if agentID <= 0 {
 		return nil, httpapi.BadRequest("agentId must be a positive integer, got %d", agentID)
 	}
-	if err := httpapi.Authorize(r, agentID); err != nil {
+	if err := httpapi.Act(ctx, agentID); err != nil {
 		return nil, err
 	}
-	var in []messageIn
+	var batch []messageIn
 	switch {
 	case b.Messages != nil:
 		if !b.messageIn.empty() {
@@ -100,21 +115,21 @@ func (h msgHandlers) post(r *http.Request) (any, error) {
 				return nil, httpapi.BadRequest("message %d: agentId %d differs from the batch's agentId %d", i, *m.AgentID, agentID)
 			}
 		}
-		in = b.Messages
+		batch = b.Messages
 	default:
-		in = []messageIn{b.messageIn}
+		batch = []messageIn{b.messageIn}
 	}
-	msgs := make([]conversation.Message, len(in))
-	for i, m := range in {
+	msgs := make([]conversation.Message, len(batch))
+	for i, m := range batch {
 		if m.Role == nil {
-			return nil, httpapi.BadRequest("%srole is required (user, assistant, system or tool)", msgPrefix(i, len(in)))
+			return nil, httpapi.BadRequest("%srole is required (user, assistant, system or tool)", msgPrefix(i, len(batch)))
 		}
 		tc := bytes.TrimSpace(m.ToolCalls)
 		if bytes.Equal(tc, []byte("null")) {
 			tc = nil
 		}
 		if len(tc) > 0 && tc[0] != '[' {
-			return nil, httpapi.BadRequest("%stoolCalls must be a JSON array of OpenAI tool calls", msgPrefix(i, len(in)))
+			return nil, httpapi.BadRequest("%stoolCalls must be a JSON array of OpenAI tool calls", msgPrefix(i, len(batch)))
 		}
 		msgs[i] = conversation.Message{AgentID: agentID, ConversationID: convID, Role: *m.Role,
 			Content: deref(m.Content), ToolCalls: json.RawMessage(tc), ToolCallID: deref(m.ToolCallID), Name: deref(m.Name)}
@@ -127,38 +142,35 @@ func (h msgHandlers) post(r *http.Request) (any, error) {
 			return nil, err
 		}
 	}
-	if _, err := h.ws.EnsureAgent(r.Context(), agentID); err != nil {
+	if _, err := h.ws.EnsureAgent(ctx, agentID); err != nil {
 		return nil, err
 	}
-	stored, err := h.msgs.Add(r.Context(), msgs...)
+	stored, err := h.msgs.Add(ctx, msgs...)
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.Created(messagesOut{AgentID: agentID, ConversationID: convID, Count: len(stored), Messages: stored}), nil
+	return httpapi.Answer(http.StatusCreated, Messages{AgentID: agentID, ConversationID: convID, Count: len(stored), Messages: stored}), nil
 }
 
-func (h msgHandlers) get(r *http.Request) (any, error) {
-	convID := r.PathValue("conversationId")
-	if err := conversation.ValidateConversationID(convID); err != nil {
+type listMessagesInput struct {
+	ConversationPath
+	AgentID int64 `query:"agentId" required:"true" minimum:"1" example:"1" doc:"The conversation's agent (required)."`
+	AfterID int64 `query:"afterId" minimum:"0" doc:"Only messages with a larger id (exclusive)."`
+	Limit   int64 `query:"limit" minimum:"1" maximum:"10000" default:"1000" doc:"At most this many messages."`
+}
+
+func (h msgHandlers) get(ctx context.Context, in *listMessagesInput) (*httpapi.Response[Messages], error) {
+	if err := conversation.ValidateConversationID(in.ConversationID); err != nil {
 		return nil, err
 	}
-	q := r.URL.Query()
-	agentID, err := queryInt(q.Get("agentId"), "agentId", 0, 1, 0)
-	if err != nil {
+	if err := httpapi.Act(ctx, in.AgentID); err != nil {
 		return nil, err
 	}
-	if err := httpapi.Authorize(r, agentID); err != nil {
-		return nil, err
+	limit := in.Limit
+	if limit == 0 {
+		limit = defaultMessageLimit
 	}
-	afterID, err := queryInt(q.Get("afterId"), "afterId", 0, 0, 0)
-	if err != nil {
-		return nil, err
-	}
-	limit, err := queryInt(q.Get("limit"), "limit", defaultMessageLimit, 1, maxMessageLimit)
-	if err != nil {
-		return nil, err
-	}
-	msgs, err := h.msgs.List(r.Context(), agentID, convID, afterID, int(limit)+1)
+	msgs, err := h.msgs.List(ctx, in.AgentID, in.ConversationID, in.AfterID, int(limit)+1)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +178,7 @@ func (h msgHandlers) get(r *http.Request) (any, error) {
 	if more {
 		msgs = msgs[:limit]
 	}
-	return messagesOut{AgentID: agentID, ConversationID: convID, Count: len(msgs), Messages: msgs, HasMore: more}, nil
+	return httpapi.OK(Messages{AgentID: in.AgentID, ConversationID: in.ConversationID, Count: len(msgs), Messages: msgs, HasMore: more}), nil
 }
 
 // msgPrefix names message i in errors about a batch.
@@ -175,23 +187,4 @@ func msgPrefix(i, n int) string {
 		return "message " + strconv.Itoa(i) + ": "
 	}
 	return ""
-}
-
-// queryInt parses an integer query parameter in [lo, hi] (hi 0 = unbounded); empty gives def,
-// or a "required" error when def is 0 and lo is positive.
-func queryInt(raw, name string, def, lo, hi int64) (int64, error) {
-	if raw == "" {
-		if def == 0 && lo > 0 {
-			return 0, httpapi.BadRequest("query parameter %s is required", name)
-		}
-		return def, nil
-	}
-	n, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil || n < lo || (hi > 0 && n > hi) {
-		if hi > 0 {
-			return 0, httpapi.BadRequest("%s must be an integer from %d to %d, got %q", name, lo, hi, raw)
-		}
-		return 0, httpapi.BadRequest("%s must be an integer of at least %d, got %q", name, lo, raw)
-	}
-	return n, nil
 }

@@ -3,10 +3,12 @@
 package rest
 
 import (
+	"context"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/matememory/matememory/pkg/httpapi"
 	"github.com/matememory/matememory/pkg/store"
@@ -16,21 +18,49 @@ import (
 // RegisterWorkspace adds the workspace file routes, the system-prompt injection and the
 // agent settings.
 //
-// The filename is the rest of the path and may contain '/', so …/history and …/rollback are
-// told apart from a filename by their suffix (a filename always ends in .md).
+// A filename may contain '/', so the file routes take the rest of the path; …/history and
+// …/rollback are told apart from a filename by their suffix (a filename always ends in .md)
+// and are documented as operations of their own.
 func RegisterWorkspace(s *httpapi.Server, ws *workspace.Service) {
 	h := wsHandlers{ws: ws}
 	const files = "/api/v1/agents/{agentId}/files"
-	s.Handle("GET "+files, "List an agent's workspace files (?prefix= filters by name prefix), sorted by sort_order then name", h.list)
-	s.Handle("GET "+files+"/{path...}", "Read a workspace file; …/{filename}/history lists its previous versions", h.get)
-	s.Handle("PUT "+files+"/{path...}", `Create or replace a file's content {"content":"..."}; If-Match: <version> (0 = create only), a stale version gets 409`, h.put)
-	s.Handle("PATCH "+files+"/{path...}", `Change whether a file is injected and its order {"enabled":true,"sortOrder":5}; If-Match optional`, h.patch)
-	s.Handle("DELETE "+files+"/{path...}", "Delete a file (logically); If-Match optional", h.delete)
-	s.Handle("POST "+files+"/{path...}", `…/{filename}/rollback {"version":N}: make a previous version current again; If-Match optional`, h.post)
-	s.Handle("GET /api/v1/agents/{agentId}/system-prompt", "The workspace injection for the system prompt: enabled files by sort_order, each as --- NAME --- and its content", h.systemPrompt)
-	s.Handle("GET /api/v1/agents", "The agents the caller may see, in id order (?after=<agentId>&limit=1..1000, default 100); nextAfter is set when a page is full", h.listAgents)
-	s.Handle("GET /api/v1/agents/{agentId}", "An agent's settings (language, timezone); seeds its core files when first seen", h.getAgent)
-	s.Handle("PATCH /api/v1/agents/{agentId}", `Change an agent's settings {"language":"en","timezone":"Asia/Shanghai"}`, h.patchAgent)
+	tags := []string{"Workspace"}
+	rest := map[string]any{httpapi.MetaRest: "filename"}
+	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: files, OperationID: "listFiles", Tags: tags,
+		Summary: "List an agent's workspace files", Description: "Without content, sorted by sort_order then name; ?prefix= filters by name prefix.",
+		Errors: []int{403}}, h.list)
+	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: files + "/{filename}", OperationID: "getFile", Tags: tags,
+		Summary: "Read a workspace file", Description: "The ETag is the file's version.", Metadata: rest,
+		Errors: []int{403, 404, 405}}, h.get)
+	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: files + "/{filename}/history", OperationID: "getFileHistory", Tags: tags,
+		Summary: "List a file's previous versions", Description: "Newest first, each with its content, action, actor and ref (the X-Request-Id or tool call id of the change).",
+		Metadata: map[string]any{httpapi.MetaRest: "filename", httpapi.MetaSuffix: "history"},
+		Errors:   []int{403, 404}}, h.history)
+	httpapi.Register(s, huma.Operation{Method: http.MethodPut, Path: files + "/{filename}", OperationID: "writeFile", Tags: tags,
+		Summary:     "Create or replace a file's content",
+		Description: "If-Match: <version> writes only over that version (a stale one gets 409); If-Match: 0 creates only. 201 when the write created the file.",
+		Metadata:    rest, DefaultStatus: http.StatusOK, Errors: []int{403, 404, 405, 409}}, h.put)
+	httpapi.Register(s, huma.Operation{Method: http.MethodPatch, Path: files + "/{filename}", OperationID: "setFileFlags", Tags: tags,
+		Summary: "Change whether a file is injected and its order", Description: "If-Match optional.",
+		Metadata: rest, Errors: []int{403, 404, 405, 409}}, h.patch)
+	httpapi.Register(s, huma.Operation{Method: http.MethodDelete, Path: files + "/{filename}", OperationID: "deleteFile", Tags: tags,
+		Summary: "Delete a file (logically; its history stays)", Description: "If-Match optional.",
+		Metadata: rest, Errors: []int{403, 404, 405, 409}}, h.delete)
+	httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: files + "/{filename}/rollback", OperationID: "rollbackFile", Tags: tags,
+		Summary: "Make a previous version of a file current again", Description: "The version comes from …/history; If-Match optional.",
+		Metadata: map[string]any{httpapi.MetaRest: "filename", httpapi.MetaSuffix: "rollback",
+			httpapi.MetaFallback: "POST is not supported on a file; use PUT to write it, or POST …/{filename}/rollback"},
+		Errors: []int{403, 404, 409}}, h.rollback)
+	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: "/api/v1/agents/{agentId}/system-prompt", OperationID: "getSystemPrompt", Tags: tags,
+		Summary: "The workspace injection for the system prompt", Description: "Enabled files by sort_order, each as --- NAME --- and its content.",
+		Errors: []int{403}}, h.systemPrompt)
+	agents := []string{"Agents"}
+	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: "/api/v1/agents", OperationID: "listAgents", Tags: agents,
+		Summary: "The agents the caller may see, in id order", Description: "A page at a time: nextAfter is set when a page is full; pass it as ?after= for the next."}, h.listAgents)
+	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: "/api/v1/agents/{agentId}", OperationID: "getAgent", Tags: agents,
+		Summary: "An agent's settings", Description: "Seeds the agent's core files when it is first seen.", Errors: []int{403}}, h.getAgent)
+	httpapi.Register(s, huma.Operation{Method: http.MethodPatch, Path: "/api/v1/agents/{agentId}", OperationID: "updateAgent", Tags: agents,
+		Summary: "Change an agent's settings (language, timezone)", Errors: []int{403}}, h.patchAgent)
 	registerMateClaw(s, h)
 }
 
@@ -38,115 +68,120 @@ type wsHandlers struct {
 	ws *workspace.Service
 }
 
-// fileTarget is what a {path...} names: a file, or its history or rollback.
-type fileTarget struct {
-	agentID int64
-	name    string
-	suffix  string // "", "history" or "rollback"
+// FileParams addresses one file (the parameters of a file operation).
+type FileParams struct {
+	httpapi.AgentPath
+	Filename string `path:"filename" minLength:"1" maxLength:"256" example:"memory/2026-04-01.md" doc:"The file's name: a relative path ending in .md; it may contain '/' (send it as is or percent-encoded), never '.', '..' or empty segments."`
 }
 
-func target(r *http.Request) (fileTarget, error) {
-	id, err := httpapi.AgentID(r)
-	if err != nil {
-		return fileTarget{}, err
+// WriteParams are the parameters of a change to a file: its precondition and the caller's request id.
+type WriteParams struct {
+	FileParams
+	IfMatch   string `header:"If-Match" example:"\"3\"" doc:"The version the change applies to (the ETag of a read); a stale one gets 409. 0 on PUT means create only. Absent or * means any."`
+	RequestID string `header:"X-Request-Id" maxLength:"128" doc:"Kept in the file's history as the change's ref."`
+}
+
+// ctxCheck checks the caller may act for the agent and refuses a name that ends in the
+// suffix of another operation (PUT …/history).
+func (in FileParams) ctxCheck(ctx context.Context, method string) error {
+	if err := httpapi.Act(ctx, in.AgentID); err != nil {
+		return err
 	}
-	t := fileTarget{agentID: id, name: r.PathValue("path")}
 	for _, sfx := range []string{"history", "rollback"} {
-		if base, ok := strings.CutSuffix(t.name, "/"+sfx); ok {
-			t.name, t.suffix = base, sfx
-			break
+		if strings.HasSuffix(in.Filename, "/"+sfx) {
+			return httpapi.Errorf(http.StatusMethodNotAllowed, "%s is not supported on …/%s", method, sfx)
 		}
 	}
-	return t, nil
+	return nil
 }
 
-func (t fileTarget) only(r *http.Request, suffixes ...string) error {
-	for _, s := range suffixes {
-		if t.suffix == s {
-			return nil
-		}
+// expect reads the If-Match precondition. notCreate names a method ("PATCH", "DELETE")
+// for which If-Match: 0 (create only) makes no sense.
+func (in WriteParams) expect(notCreate string) (int64, error) {
+	expect, err := httpapi.ParseIfMatch(in.IfMatch)
+	if err != nil {
+		return 0, err
 	}
-	switch t.suffix {
-	case "":
-		return httpapi.Errorf(http.StatusMethodNotAllowed, "%s is not supported on a file; use GET, PUT, PATCH or DELETE", r.Method)
-	default:
-		return httpapi.Errorf(http.StatusMethodNotAllowed, "%s is not supported on …/%s", r.Method, t.suffix)
+	if notCreate != "" && expect == workspace.CreateOnly {
+		return 0, httpapi.BadRequest("If-Match: 0 (create only) does not apply to %s; send the file's version", notCreate)
 	}
+	return expect, nil
 }
 
-// fileReply answers a file with its version as the ETag, so a client can send it back in
-// If-Match.
-func fileReply(status int, f workspace.File, data any) any {
-	return httpapi.Reply(status, http.Header{"Etag": {strconv.Quote(strconv.FormatInt(f.Version, 10))}}, data)
+func (in WriteParams) change() workspace.Change {
+	return workspace.Change{Actor: store.ActorAPI, Ref: httpapi.CleanRef(in.RequestID)}
 }
 
-func (h wsHandlers) list(r *http.Request) (any, error) {
-	id, err := httpapi.AgentID(r)
+type listInput struct {
+	httpapi.AgentPath
+	Prefix string `query:"prefix" example:"memory/" doc:"Only files whose name starts with this."`
+}
+
+// FileList is an agent's files without content.
+type FileList struct {
+	AgentID int64            `json:"agentId"`
+	Count   int              `json:"count"`
+	Files   []workspace.Info `json:"files"`
+}
+
+func (h wsHandlers) list(ctx context.Context, in *listInput) (*httpapi.Response[FileList], error) {
+	if err := httpapi.Act(ctx, in.AgentID); err != nil {
+		return nil, err
+	}
+	files, err := h.ws.List(ctx, in.AgentID, in.Prefix)
 	if err != nil {
 		return nil, err
 	}
-	prefix := r.URL.Query().Get("prefix")
-	files, err := h.ws.List(r.Context(), id, prefix)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]any{"agentId": id, "count": len(files), "files": files}, nil
+	return httpapi.OK(FileList{AgentID: in.AgentID, Count: len(files), Files: files}), nil
 }
 
-func (h wsHandlers) get(r *http.Request) (any, error) {
-	t, err := target(r)
+func (h wsHandlers) get(ctx context.Context, in *FileParams) (*httpapi.Versioned[workspace.File], error) {
+	if err := in.ctxCheck(ctx, http.MethodGet); err != nil {
+		return nil, err
+	}
+	f, err := h.ws.Get(ctx, in.AgentID, in.Filename)
 	if err != nil {
 		return nil, err
 	}
-	switch t.suffix {
-	case "":
-		f, err := h.ws.Get(r.Context(), t.agentID, t.name)
-		if err != nil {
-			return nil, err
-		}
-		return fileReply(http.StatusOK, f, f), nil
-	case "history":
-		entries, err := h.ws.History(r.Context(), t.agentID, t.name)
-		if err != nil {
-			return nil, err
-		}
-		return map[string]any{"agentId": t.agentID, "filename": t.name, "count": len(entries), "history": entries}, nil
+	return httpapi.AnswerVersion(http.StatusOK, f.Version, f), nil
+}
+
+// FileHistory is a file's previous versions, newest first.
+type FileHistory struct {
+	AgentID  int64                    `json:"agentId"`
+	Filename string                   `json:"filename"`
+	Count    int                      `json:"count"`
+	History  []workspace.HistoryEntry `json:"history"`
+}
+
+func (h wsHandlers) history(ctx context.Context, in *FileParams) (*httpapi.Response[FileHistory], error) {
+	if err := in.ctxCheck(ctx, http.MethodGet); err != nil {
+		return nil, err
 	}
-	return nil, t.only(r, "", "history")
+	entries, err := h.ws.History(ctx, in.AgentID, in.Filename)
+	if err != nil {
+		return nil, err
+	}
+	return httpapi.OK(FileHistory{AgentID: in.AgentID, Filename: in.Filename, Count: len(entries), History: entries}), nil
 }
 
 type putBody struct {
-	Content *string `json:"content"`
+	Content *string `json:"content" example:"# Notes\n\n- likes green tea" doc:"The file's new content (required; at most the workspace's file size limit)."`
 }
 
-// putResult is the file written and whether the write created it.
-type putResult struct {
+type putInput struct {
+	WriteParams
+	Body putBody
+}
+
+// WriteResult is the file written and whether the write created it.
+type WriteResult struct {
 	workspace.File
 	Created bool `json:"created"`
 }
 
-// writeTarget reads the file a write addresses and its If-Match precondition. notCreate
-// names a method ("PATCH", "DELETE") for which If-Match: 0 (create only) makes no sense.
-func writeTarget(r *http.Request, notCreate string) (fileTarget, int64, error) {
-	t, err := target(r)
-	if err != nil {
-		return t, 0, err
-	}
-	if err := t.only(r, ""); err != nil {
-		return t, 0, err
-	}
-	expect, err := httpapi.IfMatch(r)
-	if err != nil {
-		return t, 0, err
-	}
-	if notCreate != "" && expect == workspace.CreateOnly {
-		return t, 0, httpapi.BadRequest("If-Match: 0 (create only) does not apply to %s; send the file's version", notCreate)
-	}
-	return t, expect, nil
-}
-
-func (h wsHandlers) put(r *http.Request) (any, error) {
-	f, created, err := h.write(r)
+func (h wsHandlers) put(ctx context.Context, in *putInput) (*httpapi.Versioned[WriteResult], error) {
+	f, created, err := h.write(ctx, in)
 	if err != nil {
 		return nil, err
 	}
@@ -154,166 +189,175 @@ func (h wsHandlers) put(r *http.Request) (any, error) {
 	if created {
 		status = http.StatusCreated
 	}
-	return fileReply(status, f, putResult{File: f, Created: created}), nil
+	return httpapi.AnswerVersion(status, f.Version, WriteResult{File: f, Created: created}), nil
 }
 
 // write is the body of PUT on a file (native and MateClaw routes): the target and its
 // If-Match, the {"content"} body, the compare-and-swap write.
-func (h wsHandlers) write(r *http.Request) (workspace.File, bool, error) {
-	t, expect, err := writeTarget(r, "")
+func (h wsHandlers) write(ctx context.Context, in *putInput) (workspace.File, bool, error) {
+	if err := in.ctxCheck(ctx, http.MethodPut); err != nil {
+		return workspace.File{}, false, err
+	}
+	expect, err := in.expect("")
 	if err != nil {
 		return workspace.File{}, false, err
 	}
-	var b putBody
-	if err := httpapi.Decode(r, &b); err != nil {
-		return workspace.File{}, false, err
-	}
-	if b.Content == nil {
+	if in.Body.Content == nil {
 		return workspace.File{}, false, httpapi.BadRequest(`content is required: {"content":"..."}`)
 	}
-	return h.ws.Write(r.Context(), t.agentID, t.name, *b.Content, expect, change(r))
+	return h.ws.Write(ctx, in.AgentID, in.Filename, *in.Body.Content, expect, in.change())
 }
 
 type patchBody struct {
-	Enabled   *bool `json:"enabled"`
-	SortOrder *int  `json:"sortOrder"`
+	Enabled   *bool `json:"enabled,omitempty" doc:"Whether the file is injected into the system prompt."`
+	SortOrder *int  `json:"sortOrder,omitempty" doc:"The file's place in the injection (ascending)."`
 }
 
-func (h wsHandlers) patch(r *http.Request) (any, error) {
-	t, expect, err := writeTarget(r, "PATCH")
+type patchInput struct {
+	WriteParams
+	Body patchBody
+}
+
+func (h wsHandlers) patch(ctx context.Context, in *patchInput) (*httpapi.Versioned[workspace.File], error) {
+	if err := in.ctxCheck(ctx, http.MethodPatch); err != nil {
+		return nil, err
+	}
+	expect, err := in.expect("PATCH")
 	if err != nil {
 		return nil, err
 	}
-	var b patchBody
-	if err := httpapi.Decode(r, &b); err != nil {
-		return nil, err
-	}
-	if b.Enabled == nil && b.SortOrder == nil {
+	if in.Body.Enabled == nil && in.Body.SortOrder == nil {
 		return nil, httpapi.BadRequest(`nothing to change: send "enabled" and/or "sortOrder"`)
 	}
-	f, err := h.ws.SetFlags(r.Context(), t.agentID, t.name, b.Enabled, b.SortOrder, expect, change(r))
+	f, err := h.ws.SetFlags(ctx, in.AgentID, in.Filename, in.Body.Enabled, in.Body.SortOrder, expect, in.change())
 	if err != nil {
 		return nil, err
 	}
-	return fileReply(http.StatusOK, f, f), nil
+	return httpapi.AnswerVersion(http.StatusOK, f.Version, f), nil
 }
 
-func (h wsHandlers) delete(r *http.Request) (any, error) {
-	t, expect, err := writeTarget(r, "DELETE")
+// Deleted answers a delete.
+type Deleted struct {
+	AgentID  int64  `json:"agentId"`
+	Filename string `json:"filename"`
+	Deleted  bool   `json:"deleted"`
+}
+
+func (h wsHandlers) delete(ctx context.Context, in *WriteParams) (*httpapi.Response[Deleted], error) {
+	if err := h.remove(ctx, in); err != nil {
+		return nil, err
+	}
+	return httpapi.OK(Deleted{AgentID: in.AgentID, Filename: in.Filename, Deleted: true}), nil
+}
+
+func (h wsHandlers) remove(ctx context.Context, in *WriteParams) error {
+	if err := in.ctxCheck(ctx, http.MethodDelete); err != nil {
+		return err
+	}
+	expect, err := in.expect("DELETE")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := h.ws.Delete(r.Context(), t.agentID, t.name, expect, change(r)); err != nil {
-		return nil, err
-	}
-	return map[string]any{"agentId": t.agentID, "filename": t.name, "deleted": true}, nil
+	return h.ws.Delete(ctx, in.AgentID, in.Filename, expect, in.change())
 }
 
 type rollbackBody struct {
-	Version *int64 `json:"version"`
+	Version *int64 `json:"version" minimum:"1" example:"2" doc:"A previous version from …/history (required)."`
 }
 
-func (h wsHandlers) post(r *http.Request) (any, error) {
-	t, err := target(r)
-	if err != nil {
+type rollbackInput struct {
+	WriteParams
+	Body rollbackBody
+}
+
+func (h wsHandlers) rollback(ctx context.Context, in *rollbackInput) (*httpapi.Versioned[workspace.File], error) {
+	if err := httpapi.Act(ctx, in.AgentID); err != nil {
 		return nil, err
 	}
-	if t.suffix != "rollback" {
-		if t.suffix == "" {
-			return nil, httpapi.Errorf(http.StatusMethodNotAllowed, "POST is not supported on a file; use PUT to write it, or POST …/%s/rollback", t.name)
-		}
-		return nil, t.only(r, "rollback")
-	}
-	expect, err := httpapi.IfMatch(r)
+	expect, err := in.expect("")
 	if err != nil {
 		return nil, err
 	}
 	if expect == workspace.CreateOnly {
 		return nil, httpapi.BadRequest("If-Match: 0 (create only) does not apply to a rollback; send the file's version")
 	}
-	var b rollbackBody
-	if err := httpapi.Decode(r, &b); err != nil {
-		return nil, err
-	}
-	if b.Version == nil {
+	if in.Body.Version == nil {
 		return nil, httpapi.BadRequest(`version is required: {"version":N} (see …/history)`)
 	}
-	f, err := h.ws.Rollback(r.Context(), t.agentID, t.name, *b.Version, expect, change(r))
+	f, err := h.ws.Rollback(ctx, in.AgentID, in.Filename, *in.Body.Version, expect, in.change())
 	if err != nil {
 		return nil, err
 	}
-	return fileReply(http.StatusOK, f, f), nil
+	return httpapi.AnswerVersion(http.StatusOK, f.Version, f), nil
 }
 
-func (h wsHandlers) systemPrompt(r *http.Request) (any, error) {
-	id, err := httpapi.AgentID(r)
-	if err != nil {
-		return nil, err
-	}
-	content, err := h.ws.SystemPrompt(r.Context(), id)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]any{"agentId": id, "content": content}, nil
+// SystemPrompt is the workspace injection for the system prompt.
+type SystemPrompt struct {
+	AgentID int64  `json:"agentId"`
+	Content string `json:"content"`
 }
 
-// agentView is an agent's settings as the API shows them.
-type agentView struct {
+func (h wsHandlers) systemPrompt(ctx context.Context, in *httpapi.AgentPath) (*httpapi.Response[SystemPrompt], error) {
+	if err := httpapi.Act(ctx, in.AgentID); err != nil {
+		return nil, err
+	}
+	content, err := h.ws.SystemPrompt(ctx, in.AgentID)
+	if err != nil {
+		return nil, err
+	}
+	return httpapi.OK(SystemPrompt{AgentID: in.AgentID, Content: content}), nil
+}
+
+// Agent is an agent's settings as the API shows them.
+type Agent struct {
 	AgentID    int64     `json:"agentId"`
-	Language   string    `json:"language"`
-	Timezone   string    `json:"timezone"`
+	Language   string    `json:"language" example:"zh"`
+	Timezone   string    `json:"timezone" example:"Asia/Shanghai"`
 	CreateTime time.Time `json:"createTime"`
 }
 
-func viewAgent(a store.Agent) agentView {
-	return agentView{AgentID: a.ID, Language: a.Language, Timezone: a.Timezone, CreateTime: a.CreateTime}
+func viewAgent(a store.Agent) Agent {
+	return Agent{AgentID: a.ID, Language: a.Language, Timezone: a.Timezone, CreateTime: a.CreateTime}
 }
 
-func (h wsHandlers) getAgent(r *http.Request) (any, error) {
-	id, err := httpapi.AgentID(r)
+func (h wsHandlers) getAgent(ctx context.Context, in *httpapi.AgentPath) (*httpapi.Response[Agent], error) {
+	if err := httpapi.Act(ctx, in.AgentID); err != nil {
+		return nil, err
+	}
+	a, err := h.ws.EnsureAgent(ctx, in.AgentID)
 	if err != nil {
 		return nil, err
 	}
-	a, err := h.ws.EnsureAgent(r.Context(), id)
-	if err != nil {
-		return nil, err
-	}
-	return viewAgent(a), nil
+	return httpapi.OK(viewAgent(a)), nil
 }
 
 type agentBody struct {
-	Language *string `json:"language"`
-	Timezone *string `json:"timezone"`
+	Language *string `json:"language,omitempty" enum:"zh,en" doc:"The language of the agent's files and prompts."`
+	Timezone *string `json:"timezone,omitempty" example:"Asia/Shanghai" doc:"An IANA time zone."`
 }
 
-func (h wsHandlers) patchAgent(r *http.Request) (any, error) {
-	id, err := httpapi.AgentID(r)
-	if err != nil {
+type agentInput struct {
+	httpapi.AgentPath
+	Body agentBody
+}
+
+func (h wsHandlers) patchAgent(ctx context.Context, in *agentInput) (*httpapi.Response[Agent], error) {
+	if err := httpapi.Act(ctx, in.AgentID); err != nil {
 		return nil, err
 	}
-	var b agentBody
-	if err := httpapi.Decode(r, &b); err != nil {
-		return nil, err
-	}
+	b := in.Body
 	if b.Language == nil && b.Timezone == nil {
 		return nil, httpapi.BadRequest(`nothing to change: send "language" (zh, en) and/or "timezone" (e.g. Asia/Shanghai)`)
 	}
 	if (b.Language != nil && *b.Language == "") || (b.Timezone != nil && *b.Timezone == "") {
 		return nil, httpapi.BadRequest("language and timezone must not be empty strings; leave a setting out to keep it")
 	}
-	a, err := h.ws.UpdateAgent(r.Context(), id, deref(b.Language), deref(b.Timezone))
+	a, err := h.ws.UpdateAgent(ctx, in.AgentID, deref(b.Language), deref(b.Timezone))
 	if err != nil {
 		return nil, err
 	}
-	return viewAgent(a), nil
+	return httpapi.OK(viewAgent(a)), nil
 }
-
-// change records an API change, with the caller's request id when it sent one.
-func change(r *http.Request) workspace.Change {
-	return workspace.Change{Actor: store.ActorAPI, Ref: requestRef(r)}
-}
-
-func requestRef(r *http.Request) string { return headerRef(r, "X-Request-Id") }
 
 // headerRef reads the first of the named headers that is set, made fit for the history's
 // ref column (httpapi.HeaderRef, the same as MCP).

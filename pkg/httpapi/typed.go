@@ -1,0 +1,502 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/danielgtaylor/huma/v2/adapters/humago"
+)
+
+// Typed operations: a route is a huma operation, a func(ctx, *Input) (*Output, error) whose
+// Input struct declares its path, query and header parameters (with their types and limits)
+// and its body, and whose Output is a Reply[T] or Versioned[T]. The OpenAPI document is
+// generated from those types, so it cannot drift from what the handlers read and answer.
+//
+// huma runs on the server's own http.ServeMux through an adapter that keeps this
+// package's cross-cutting concerns around every operation: authentication (the Principal in
+// the context), metrics and tracing labelled by the route pattern, panic recovery. Errors
+// keep the spec's envelope {"code":..,"msg":..}: a handler's error goes through Classify,
+// and huma's own parameter and body errors are rewritten by newError into a message that
+// says what was wrong (and 422 becomes the 400 clients already handle).
+
+// Envelope is the spec's answer, {"code":200,"data":...}.
+type Envelope[T any] struct {
+	Code int    `json:"code" example:"200" doc:"The HTTP status code, repeated."`
+	Msg  string `json:"msg,omitempty" doc:"Empty on success."`
+	Data T      `json:"data"`
+}
+
+// ErrorEnvelope is the spec's error answer, {"code":404,"msg":"..."}.
+type ErrorEnvelope struct {
+	Code   int    `json:"code" example:"400" doc:"The HTTP status code, repeated."`
+	Msg    string `json:"msg" example:"limit must be 1 to 1000, got \"0\"" doc:"What was wrong and, where it helps, what to do."`
+	header http.Header
+}
+
+func (e *ErrorEnvelope) Error() string { return e.Msg }
+
+// GetStatus implements huma.StatusError.
+func (e *ErrorEnvelope) GetStatus() int { return e.Code }
+
+// GetHeaders implements huma.HeadersError (WWW-Authenticate, Retry-After).
+func (e *ErrorEnvelope) GetHeaders() http.Header { return e.header }
+
+// Response is a typed operation's output: a status and the envelope around T.
+type Response[T any] struct {
+	Status int
+	Body   Envelope[T]
+}
+
+// OK answers 200 with data.
+func OK[T any](data T) *Response[T] { return Answer(http.StatusOK, data) }
+
+// Answer answers status (a 2xx) with data.
+func Answer[T any](status int, data T) *Response[T] {
+	return &Response[T]{Status: status, Body: Envelope[T]{Code: status, Data: data}}
+}
+
+// Versioned is a reply about one workspace file: its version is the ETag, so a client can
+// send it back in If-Match.
+type Versioned[T any] struct {
+	Status int
+	ETag   string `header:"ETag" doc:"The file's version, quoted (\"3\"); send it back in If-Match."`
+	Body   Envelope[T]
+}
+
+// AnswerVersion answers status with data and version as the ETag.
+func AnswerVersion[T any](status int, version int64, data T) *Versioned[T] {
+	return &Versioned[T]{Status: status, ETag: fmt.Sprintf("%q", fmt.Sprint(version)), Body: Envelope[T]{Code: status, Data: data}}
+}
+
+// Nothing is the data of an answer that carries none ({"code":200,"data":null}).
+type Nothing = *struct{}
+
+// Metadata keys of an operation (huma.Operation.Metadata).
+const (
+	// MetaRest names the path parameter that takes the rest of the path, '/' included
+	// (a workspace filename): the route is mounted as {name...}.
+	MetaRest = "matememory.rest"
+	// MetaSuffix marks an operation whose path is the rest route plus "/<suffix>"
+	// (…/{filename}/history): ServeMux cannot match a segment after {name...}, so it is
+	// served by the rest route when the name ends in "/<suffix>", and documented as its own
+	// operation.
+	MetaSuffix = "matememory.suffix"
+	// MetaFallback is the 405 message for a request to the rest route of a suffix
+	// operation's method without the suffix (POST on a file).
+	MetaFallback = "matememory.fallback"
+)
+
+// Register adds a typed operation. op needs Method, Path, OperationID, Summary and Tags;
+// Errors lists the statuses the handler itself can answer (400, 401, 413, 415 and 500 are
+// added from the route's shape). Request bodies are decoded strictly (unknown fields and
+// trailing data are refused) and validated by the services, whose messages say what was
+// wrong; parameters are validated by huma against their declared types and limits.
+func Register[I, O any](s *Server, op huma.Operation, h func(context.Context, *I) (*O, error)) {
+	if op.MaxBodyBytes == 0 {
+		op.MaxBodyBytes = MaxBodyBytes
+	}
+	op.BodyReadTimeout = -1 // the server's read timeout applies
+	op.SkipValidateBody = true
+	in := reflect.TypeFor[I]()
+	errs := map[int]bool{http.StatusInternalServerError: true}
+	if strings.HasPrefix(op.Path, "/api/") {
+		errs[http.StatusUnauthorized] = true
+	}
+	if in.NumField() > 0 {
+		errs[http.StatusBadRequest] = true
+	}
+	if _, ok := in.FieldByName("Body"); ok {
+		errs[http.StatusRequestEntityTooLarge] = true
+		errs[http.StatusUnsupportedMediaType] = true
+	}
+	for _, c := range op.Errors {
+		errs[c] = true
+	}
+	op.Errors = op.Errors[:0]
+	for c := range errs {
+		op.Errors = append(op.Errors, c)
+	}
+	huma.Register(s.api, op, func(ctx context.Context, in *I) (*O, error) {
+		out, err := h(ctx, in)
+		if err != nil {
+			return nil, s.errorEnvelope(ctx, op, err)
+		}
+		return out, nil
+	})
+}
+
+func (s *Server) errorEnvelope(ctx context.Context, op huma.Operation, err error) error {
+	st, msg := Classify(err)
+	if st >= 500 {
+		s.log.Error("request failed", "operation", op.OperationID, "err", err)
+	}
+	e := &ErrorEnvelope{Code: st, Msg: msg}
+	var he *Error
+	if errors.As(err, &he) && he.Header != nil {
+		e.header = he.Header
+	}
+	return e
+}
+
+// API is the server's huma API, for operations registered by hand (huma.Register) and for
+// reading the OpenAPI document (API().OpenAPI()).
+func (s *Server) API() huma.API { return s.api }
+
+// docAPI documents operations without huma's 422: validation errors are answered 400.
+type docAPI struct{ huma.API }
+
+func (d docAPI) DocumentOperation(op *huma.Operation) {
+	delete(op.Responses, "422")
+	if !op.Hidden {
+		d.OpenAPI().AddOperation(op)
+	}
+}
+
+func newAPI(s *Server) huma.API {
+	cfg := huma.Config{
+		OpenAPI: &huma.OpenAPI{
+			OpenAPI: "3.1.0",
+			Info: &huma.Info{Title: "MateMemory API", Version: "1",
+				Description: "Agent memory over REST: workspace files with versions, conversation messages, memory search, the context window, the extraction pipeline and cron jobs. " +
+					"Every answer is the envelope {\"code\":<status>,\"msg\":\"...\",\"data\":...}; errors carry a message that says what was wrong.",
+				License: &huma.License{Name: "Apache-2.0", URL: "https://www.apache.org/licenses/LICENSE-2.0"}},
+			Servers: []*huma.Server{{URL: "http://127.0.0.1:8080", Description: "The all-in-one service on its default address (make run)"}},
+			Components: &huma.Components{
+				Schemas: huma.NewMapRegistry("#/components/schemas/", schemaName),
+				SecuritySchemes: map[string]*huma.SecurityScheme{"bearer": {Type: "http", Scheme: "bearer",
+					Description: "An API key from mate.auth.keys (MATE_AUTH_KEYS), scoped to agents or admin. Without configured keys (loopback development mode) none is needed."}},
+			},
+			Security: []map[string][]string{{"bearer": {}}},
+			Tags:     apiTags,
+		},
+		Formats:       map[string]huma.Format{"application/json": jsonFormat, "json": jsonFormat},
+		DefaultFormat: "application/json",
+	}
+	return docAPI{huma.NewAPI(cfg, adapter{s})}
+}
+
+// schemaName names a Go type's schema after its package and name (ConversationMessage,
+// WindowMessage), so two types of one name in two packages do not collide; this package's
+// and the REST handlers' own types keep their bare names.
+func schemaName(t reflect.Type, hint string) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	name := t.Name()
+	if name == "" {
+		name = hint
+	}
+	name = strings.ReplaceAll(name, "[]", "List[")
+	var b strings.Builder
+	for _, part := range strings.FieldsFunc(name, func(r rune) bool { return r == '[' || r == ']' || r == '*' || r == ',' }) {
+		pkg, base := "", part
+		if i := strings.LastIndex(part, "."); i >= 0 {
+			pkg, base = part[:i], part[i+1:]
+			pkg = pkg[strings.LastIndex(pkg, "/")+1:]
+		}
+		if t.PkgPath() != "" && !strings.Contains(name, ".") && part == name {
+			pkg = t.PkgPath()[strings.LastIndex(t.PkgPath(), "/")+1:]
+		}
+		switch pkg {
+		case "", "httpapi", "rest", "time", "json":
+			pkg = ""
+		}
+		b.WriteString(upperFirst(pkg))
+		b.WriteString(upperFirst(base))
+	}
+	return b.String()
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+var apiTags = []*huma.Tag{
+	{Name: "Workspace", Description: "An agent's memory files: read, write with compare-and-swap (If-Match), history and rollback, and the system-prompt injection."},
+	{Name: "Agents", Description: "Agents and their settings."},
+	{Name: "Messages", Description: "Conversation messages, the short-term history chat services store."},
+	{Name: "Recall", Description: "Search over an agent's memory files."},
+	{Name: "Tools", Description: "The workspace memory tools as OpenAI function definitions, and their execution."},
+	{Name: "Context", Description: "The context window assembled before an LLM call."},
+	{Name: "Pipeline", Description: "Conversation-completed events, manual extraction and consolidation, the run ledger."},
+	{Name: "Cron jobs", Description: "Scheduled memory tasks."},
+	{Name: "Admin", Description: "Operator endpoints (an admin key): dead letters."},
+	{Name: "MateClaw", Description: "MateClaw-compatible workspace routes (WorkspaceFileController): same service, MateClaw's paths and field names, 200 on create."},
+	{Name: "MCP", Description: "The Model Context Protocol over streamable HTTP."},
+	{Name: "Service", Description: "Health, readiness, metrics and this document."},
+}
+
+// jsonFormat writes JSON without HTML escaping and reads request bodies strictly.
+var jsonFormat = huma.Format{
+	Marshal: func(w io.Writer, v any) error {
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false)
+		return enc.Encode(v)
+	},
+	Unmarshal: decodeStrict,
+}
+
+// decodeStrict decodes one JSON value into v, refusing unknown fields and trailing data.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("more than one JSON value")
+	}
+	return nil
+}
+
+// adapter mounts huma operations on the server's ServeMux, wrapped in its concerns.
+type adapter struct{ s *Server }
+
+func (a adapter) Handle(op *huma.Operation, h func(huma.Context)) {
+	serve := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h(humago.NewContext(op, r, w)) })
+	path := op.Path
+	rest, _ := op.Metadata[MetaRest].(string)
+	sfx, _ := op.Metadata[MetaSuffix].(string)
+	if sfx != "" {
+		path = strings.TrimSuffix(path, "/"+sfx)
+	}
+	if rest != "" {
+		path = strings.Replace(path, "{"+rest+"}", "{"+rest+"...}", 1)
+	}
+	d := a.s.dispatcher(op.Method+" "+path, rest)
+	label := op.Method + " " + op.Path
+	if rest != "" && sfx == "" {
+		label = op.Method + " " + path
+	}
+	public, _ := op.Metadata[MetaPublic].(bool)
+	hh := a.s.instrument(label, public, serve)
+	if sfx == "" {
+		d.base = hh
+		return
+	}
+	d.suffixes = append(d.suffixes, suffixRoute{sfx: sfx, h: hh})
+	if msg, _ := op.Metadata[MetaFallback].(string); msg != "" {
+		d.fallback = a.s.instrument(op.Method+" "+path, false, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fail(w, http.StatusMethodNotAllowed, msg)
+		}))
+	}
+}
+
+func (a adapter) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.s.ServeHTTP(w, r) }
+
+// dispatch serves one mux pattern: the operation itself and, for a rest pattern, the
+// operations on its suffixes.
+type dispatch struct {
+	rest     string
+	base     http.Handler
+	fallback http.Handler
+	suffixes []suffixRoute
+}
+
+type suffixRoute struct {
+	sfx string
+	h   http.Handler
+}
+
+func (d *dispatch) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if d.rest != "" {
+		name := r.PathValue(d.rest)
+		for _, s := range d.suffixes {
+			if base, ok := strings.CutSuffix(name, "/"+s.sfx); ok && base != "" {
+				r.SetPathValue(d.rest, base)
+				s.h.ServeHTTP(w, r)
+				return
+			}
+		}
+	}
+	switch {
+	case d.base != nil:
+		d.base.ServeHTTP(w, r)
+	case d.fallback != nil:
+		d.fallback.ServeHTTP(w, r)
+	default:
+		fail(w, http.StatusNotFound, fmt.Sprintf("no route for %s %s; see /api/v1/openapi.json", r.Method, r.URL.Path))
+	}
+}
+
+func (s *Server) dispatcher(pattern, rest string) *dispatch {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d, ok := s.dispatch[pattern]; ok {
+		return d
+	}
+	d := &dispatch{rest: rest}
+	s.dispatch[pattern] = d
+	s.mux.Handle(pattern, d)
+	return d
+}
+
+// instrument wraps an operation in the server's concerns: a span and metrics labelled by
+// label, authentication, panic recovery.
+func (s *Server) instrument(label string, public bool, h http.Handler) http.Handler {
+	return s.trace(label, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		code := s.serveTyped(sw, r, public, h)
+		s.reqs.WithLabelValues(label, fmt.Sprint(code)).Inc()
+		s.latency.WithLabelValues(label).Observe(time.Since(start).Seconds())
+	}))
+}
+
+func (s *Server) serveTyped(w *statusWriter, r *http.Request, public bool, h http.Handler) (code int) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			s.log.Error("handler panic", "path", r.URL.Path, "panic", rec)
+			if w.code == 0 {
+				fail(w, http.StatusInternalServerError, "internal error")
+			}
+			code = http.StatusInternalServerError
+		}
+	}()
+	if !public {
+		p, err := s.auth.Authenticate(r)
+		if err != nil {
+			return writeErr(w, err)
+		}
+		r = r.WithContext(withPrincipal(r.Context(), p))
+	}
+	h.ServeHTTP(w, r)
+	if w.code == 0 {
+		return http.StatusOK
+	}
+	return w.code
+}
+
+// statusWriter records the status an operation answered.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// huma builds its own errors (a parameter that is not an integer, a body it cannot read)
+// through huma.NewError; installing newError makes them envelopes with clear messages.
+// huma offers no per-API hook, so the same function is installed once for the process.
+var installErrors sync.Once
+
+func installErrorModel() {
+	installErrors.Do(func() {
+		huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
+			return newError(nil, status, msg, errs...)
+		}
+		huma.NewErrorWithContext = func(ctx huma.Context, status int, msg string, errs ...error) huma.StatusError {
+			var op *huma.Operation
+			if ctx != nil {
+				op = ctx.Operation()
+			}
+			return newError(op, status, msg, errs...)
+		}
+	})
+}
+
+func newError(op *huma.Operation, status int, msg string, errs ...error) huma.StatusError {
+	if status == http.StatusUnprocessableEntity {
+		status = http.StatusBadRequest
+	}
+	var parts []string
+	for _, err := range errs {
+		if err == nil {
+			continue
+		}
+		var d *huma.ErrorDetail
+		if errors.As(err, &d) {
+			parts = append(parts, detailMessage(op, d))
+			continue
+		}
+		parts = append(parts, err.Error())
+	}
+	switch {
+	case status == http.StatusRequestEntityTooLarge:
+		limit := int64(MaxBodyBytes)
+		if op != nil && op.MaxBodyBytes > 0 {
+			limit = op.MaxBodyBytes
+		}
+		msg = fmt.Sprintf("request body exceeds %d bytes", limit)
+	case msg == "request body is required":
+		msg = "request body is empty; expected a JSON object"
+	case len(parts) > 0:
+		msg = strings.Join(parts, "; ")
+	}
+	return &ErrorEnvelope{Code: status, Msg: msg}
+}
+
+// detailMessage turns one of huma's validation details into a sentence naming the
+// parameter, its rule and the value received.
+func detailMessage(op *huma.Operation, d *huma.ErrorDetail) string {
+	where, name, _ := strings.Cut(d.Location, ".")
+	if where == "body" {
+		return "invalid JSON body: " + d.Message
+	}
+	var sch *huma.Schema
+	if op != nil {
+		for _, p := range op.Parameters {
+			if p.In == where && p.Name == name {
+				sch = p.Schema
+			}
+		}
+	}
+	got := fmt.Sprint(d.Value)
+	if d.Value == nil {
+		got = ""
+	}
+	if sch == nil {
+		return fmt.Sprintf("%s (%s): %s", name, where, d.Message)
+	}
+	if strings.Contains(d.Message, "required") {
+		return fmt.Sprintf("%s parameter %s is required", where, name)
+	}
+	switch {
+	case len(sch.Enum) > 0:
+		accepted := make([]string, len(sch.Enum))
+		for i, e := range sch.Enum {
+			accepted[i] = fmt.Sprint(e)
+		}
+		return fmt.Sprintf("%s %q is not supported; accepted: %s", name, got, strings.Join(accepted, ", "))
+	case sch.Type == "integer":
+		switch {
+		case sch.Minimum != nil && sch.Maximum != nil:
+			return fmt.Sprintf("%s must be %v to %v, got %q", name, *sch.Minimum, *sch.Maximum, got)
+		case sch.Minimum != nil && *sch.Minimum == 1:
+			return fmt.Sprintf("%s must be a positive integer, got %q", name, got)
+		case sch.Minimum != nil:
+			return fmt.Sprintf("%s must be a whole number of at least %v, got %q", name, *sch.Minimum, got)
+		}
+		return fmt.Sprintf("%s must be an integer, got %q", name, got)
+	case sch.Type == "boolean":
+		return fmt.Sprintf("%s must be true or false, got %q", name, got)
+	}
+	return fmt.Sprintf("%s (%s) %s, got %q", name, where, d.Message, got)
+}
