@@ -1,9 +1,12 @@
 package cronjob
 
 import (
+	"context"
 	"net/http"
+	"reflect"
 	"sort"
-	"strconv"
+
+	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/matememory/matememory/pkg/httpapi"
 )
@@ -13,12 +16,24 @@ import (
 func RegisterHTTP(s *httpapi.Server, svc *Service) {
 	h := handlers{svc: svc}
 	const base = "/api/v1/cron-jobs"
-	s.Handle("GET "+base, "List cron jobs (?agentId= filters by agent, ?taskType=text|emergence, ?limit=, ?offset=); an agent-scoped key sees only its agents' jobs", h.list)
-	s.Handle("POST "+base, `Create a cron job {"agentId":1,"name":"...","cronExpression":"0 9 * * 1-5","timezone":"Asia/Shanghai","taskType":"text"|"emergence","triggerMessage":"...","enabled":true}; a bad expression or time zone gets 400`, h.create)
-	s.Handle("GET "+base+"/{id}", "Read a cron job, with its next and last run", h.get)
-	s.Handle("PUT "+base+"/{id}", "Replace a cron job (name and cronExpression required; omitted optional fields take their defaults)", h.replace)
-	s.Handle("PATCH "+base+"/{id}", `Change some fields of a cron job, e.g. {"enabled":false}`, h.patch)
-	s.Handle("DELETE "+base+"/{id}", "Delete a cron job", h.delete)
+	tags := []string{"Cron jobs"}
+	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: base, OperationID: "listCronJobs", Tags: tags,
+		Summary: "List cron jobs", Description: "An agent-scoped key sees only its agents' jobs.", Errors: []int{403}}, h.list)
+	httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: base, OperationID: "createCronJob", Tags: tags,
+		Summary:     "Create a cron job",
+		Description: "agentId, name and cronExpression are required (triggerMessage too for taskType text); a bad expression or time zone gets 400. timezone defaults to the agent's, taskType to text, enabled to true.",
+		DefaultStatus: http.StatusCreated, Errors: []int{403}}, h.create)
+	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: base + "/{id}", OperationID: "getCronJob", Tags: tags,
+		Summary: "Read a cron job, with its next and last run", Errors: []int{404}}, h.get)
+	httpapi.Register(s, huma.Operation{Method: http.MethodPut, Path: base + "/{id}", OperationID: "replaceCronJob", Tags: tags,
+		Summary: "Replace a cron job", Description: "name and cronExpression required; omitted optional fields take their defaults.",
+		Errors: []int{404}}, h.replace)
+	httpapi.Register(s, huma.Operation{Method: http.MethodPatch, Path: base + "/{id}", OperationID: "updateCronJob", Tags: tags,
+		Summary: "Change some fields of a cron job", Description: `e.g. {"enabled":false}; omitted fields stay as they are.`,
+		Errors: []int{404}}, h.patch)
+	httpapi.Register(s, huma.Operation{Method: http.MethodDelete, Path: base + "/{id}", OperationID: "deleteCronJob", Tags: tags,
+		Summary: "Delete a cron job", Errors: []int{404}}, h.delete)
+	httpapi.Optional(s, reflect.TypeFor[Input](), "agentId", "name", "cronExpression", "timezone", "taskType", "triggerMessage", "requestBody", "enabled")
 }
 
 type handlers struct {
@@ -26,8 +41,8 @@ type handlers struct {
 }
 
 // scope is the set of agents the caller may see: nil means all.
-func scope(r *http.Request) []int64 {
-	p := httpapi.PrincipalFrom(r.Context())
+func scope(ctx context.Context) []int64 {
+	p := httpapi.PrincipalFrom(ctx)
 	if p.Open || p.Admin || p.AllAgents {
 		return nil
 	}
@@ -43,126 +58,131 @@ func scope(r *http.Request) []int64 {
 
 // authorize lets operators (admin keys) manage every cron job, and agent keys their
 // agents' jobs.
-func authorize(r *http.Request, agentID int64) error {
-	if httpapi.PrincipalFrom(r.Context()).Admin {
+func authorize(ctx context.Context, agentID int64) error {
+	if httpapi.PrincipalFrom(ctx).Admin {
 		return nil
 	}
-	return httpapi.Authorize(r, agentID)
+	return httpapi.Act(ctx, agentID)
 }
 
-func queryInt(r *http.Request, name string, min int) (int, error) {
-	raw := r.URL.Query().Get(name)
-	if raw == "" {
-		return 0, nil
-	}
-	n, err := strconv.Atoi(raw)
-	if err != nil || n < min {
-		return 0, httpapi.BadRequest("%s must be a whole number of at least %d, got %q", name, min, raw)
-	}
-	return n, nil
+type listInput struct {
+	AgentID  int64  `query:"agentId" minimum:"1" doc:"Only this agent's jobs."`
+	TaskType string `query:"taskType" enum:"text,emergence" doc:"Only jobs of this task type."`
+	Limit    int    `query:"limit" minimum:"1" doc:"At most this many jobs."`
+	Offset   int    `query:"offset" minimum:"0" doc:"Skip this many jobs."`
 }
 
-func (h handlers) list(r *http.Request) (any, error) {
-	f := Filter{AgentIDs: scope(r), TaskType: r.URL.Query().Get("taskType")}
-	if raw := r.URL.Query().Get("agentId"); raw != "" {
-		id, err := strconv.ParseInt(raw, 10, 64)
-		if err != nil || id <= 0 {
-			return nil, httpapi.BadRequest("agentId must be a positive integer, got %q", raw)
-		}
-		if err := authorize(r, id); err != nil {
+// JobList is a page of cron jobs.
+type JobList struct {
+	Count int   `json:"count"`
+	Jobs  []Job `json:"jobs"`
+}
+
+func (h handlers) list(ctx context.Context, in *listInput) (*httpapi.Response[JobList], error) {
+	f := Filter{AgentIDs: scope(ctx), TaskType: in.TaskType, Limit: in.Limit, Offset: in.Offset}
+	if in.AgentID > 0 {
+		if err := authorize(ctx, in.AgentID); err != nil {
 			return nil, err
 		}
-		f.AgentID = id
+		f.AgentID = in.AgentID
 	}
-	if f.TaskType != "" && f.TaskType != TaskText && f.TaskType != TaskEmergence {
-		return nil, httpapi.BadRequest("taskType %q is not supported; accepted: %s, %s", f.TaskType, TaskText, TaskEmergence)
-	}
-	var err error
-	if f.Limit, err = queryInt(r, "limit", 1); err != nil {
-		return nil, err
-	}
-	if f.Offset, err = queryInt(r, "offset", 0); err != nil {
-		return nil, err
-	}
-	jobs, err := h.svc.List(r.Context(), f)
+	jobs, err := h.svc.List(ctx, f)
 	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"count": len(jobs), "jobs": jobs}, nil
+	return httpapi.OK(JobList{Count: len(jobs), Jobs: jobs}), nil
 }
 
-func (h handlers) create(r *http.Request) (any, error) {
-	var in Input
-	if err := httpapi.Decode(r, &in); err != nil {
-		return nil, err
-	}
-	if in.AgentID == nil {
+type createInput struct {
+	Body Input
+}
+
+func (h handlers) create(ctx context.Context, in *createInput) (*httpapi.Response[Job], error) {
+	if in.Body.AgentID == nil {
 		return nil, httpapi.BadRequest("agentId is required")
 	}
-	if *in.AgentID <= 0 {
-		return nil, httpapi.BadRequest("agentId must be a positive number, got %d", *in.AgentID)
+	if *in.Body.AgentID <= 0 {
+		return nil, httpapi.BadRequest("agentId must be a positive number, got %d", *in.Body.AgentID)
 	}
-	if err := authorize(r, *in.AgentID); err != nil {
+	if err := authorize(ctx, *in.Body.AgentID); err != nil {
 		return nil, err
 	}
-	j, err := h.svc.Create(r.Context(), in)
+	j, err := h.svc.Create(ctx, in.Body)
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.Created(j), nil
+	return httpapi.Answer(http.StatusCreated, j), nil
+}
+
+// JobPath is the {id} path parameter of a cron job operation.
+type JobPath struct {
+	ID int64 `path:"id" minimum:"1" doc:"The cron job's id."`
+}
+
+type updateInput struct {
+	JobPath
+	Body Input
 }
 
 // job reads the {id} job and checks the caller may act for its agent; a job of another
 // agent is reported as not found, so ids do not reveal other tenants' jobs.
-func (h handlers) job(r *http.Request) (Job, error) {
-	id, err := httpapi.PathInt64(r, "id")
+func (h handlers) job(ctx context.Context, id int64) (Job, error) {
+	j, err := h.svc.Get(ctx, id)
 	if err != nil {
 		return Job{}, err
 	}
-	j, err := h.svc.Get(r.Context(), id)
-	if err != nil {
-		return Job{}, err
-	}
-	if p := httpapi.PrincipalFrom(r.Context()); !p.Admin && !p.MayAct(j.AgentID) {
+	if p := httpapi.PrincipalFrom(ctx); !p.Admin && !p.MayAct(j.AgentID) {
 		return Job{}, &notFoundError{id: id}
 	}
 	return j, nil
 }
 
-func (h handlers) get(r *http.Request) (any, error) {
-	return h.job(r)
-}
-
-func (h handlers) replace(r *http.Request) (any, error) {
-	return h.update(r, true)
-}
-
-func (h handlers) patch(r *http.Request) (any, error) {
-	return h.update(r, false)
-}
-
-func (h handlers) update(r *http.Request, replace bool) (any, error) {
-	j, err := h.job(r)
+func (h handlers) get(ctx context.Context, in *JobPath) (*httpapi.Response[Job], error) {
+	j, err := h.job(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
-	var in Input
-	if err := httpapi.Decode(r, &in); err != nil {
+	return httpapi.OK(j), nil
+}
+
+func (h handlers) replace(ctx context.Context, in *updateInput) (*httpapi.Response[Job], error) {
+	return h.update(ctx, in, true)
+}
+
+func (h handlers) patch(ctx context.Context, in *updateInput) (*httpapi.Response[Job], error) {
+	return h.update(ctx, in, false)
+}
+
+func (h handlers) update(ctx context.Context, in *updateInput, replace bool) (*httpapi.Response[Job], error) {
+	j, err := h.job(ctx, in.ID)
+	if err != nil {
 		return nil, err
 	}
+	var out Job
 	if replace {
-		return h.svc.Replace(r.Context(), j.ID, in)
+		out, err = h.svc.Replace(ctx, j.ID, in.Body)
+	} else {
+		out, err = h.svc.Patch(ctx, j.ID, in.Body)
 	}
-	return h.svc.Patch(r.Context(), j.ID, in)
-}
-
-func (h handlers) delete(r *http.Request) (any, error) {
-	j, err := h.job(r)
 	if err != nil {
 		return nil, err
 	}
-	if err := h.svc.Delete(r.Context(), j.ID); err != nil {
+	return httpapi.OK(out), nil
+}
+
+// JobDeleted answers a delete.
+type JobDeleted struct {
+	ID      int64 `json:"id"`
+	Deleted bool  `json:"deleted"`
+}
+
+func (h handlers) delete(ctx context.Context, in *JobPath) (*httpapi.Response[JobDeleted], error) {
+	j, err := h.job(ctx, in.ID)
+	if err != nil {
 		return nil, err
 	}
-	return map[string]any{"id": j.ID, "deleted": true}, nil
+	if err := h.svc.Delete(ctx, j.ID); err != nil {
+		return nil, err
+	}
+	return httpapi.OK(JobDeleted{ID: j.ID, Deleted: true}), nil
 }

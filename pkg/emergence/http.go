@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -50,9 +51,6 @@ func ManualLimitBucket(replicas int, cooldown time.Duration) jetstream.KeyValueC
 
 // DefaultWait is how long the manual trigger waits for the outcome by default.
 const DefaultWait = 150 * time.Second
-
-// maxWait bounds ?waitSeconds=.
-const maxWait = 10 * time.Minute
 
 // NewTrigger builds the manual trigger; wait is how long a request waits for the outcome
 // (DefaultWait when 0). js must be on nc. opts apply to each request's publish
@@ -186,28 +184,30 @@ func (e *failedError) HTTPStatus() int      { return http.StatusInternalServerEr
 
 // RegisterHTTP adds the spec's manual trigger, POST /api/v1/memory/{agentId}/emergence.
 func RegisterHTTP(s *httpapi.Server, t *Trigger) {
-	s.Handle("POST /api/v1/memory/{agentId}/emergence",
-		`Consolidate the agent's recent daily notes into MEMORY.md now, through the emergence worker; answers {"status":"completed"|"skipped","reason":...}, {"code":500,"msg":"记忆整合失败: ..."}, or 202 {"status":"pending"} when ?waitSeconds= (default 150) runs out first`,
-		func(r *http.Request) (any, error) {
-			id, err := httpapi.AgentID(r)
-			if err != nil {
+	httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: "/api/v1/memory/{agentId}/emergence", OperationID: "consolidateMemory", Tags: []string{"Pipeline"},
+		Summary:     "Consolidate the agent's recent daily notes into MEMORY.md now",
+		Description: "Through the emergence worker (the same lease, guard and ledger as a cron slot). 500 \"记忆整合失败: …\" when the run failed; 202 {\"status\":\"pending\"} when ?waitSeconds= (default 150) runs out first; 429 with Retry-After within the per-agent cooldown.",
+		Errors:      []int{403, 429}},
+		func(ctx context.Context, in *triggerInput) (*httpapi.Response[Result], error) {
+			if err := httpapi.Act(ctx, in.AgentID); err != nil {
 				return nil, err
 			}
 			wait := t.timeout
-			if raw := r.URL.Query().Get("waitSeconds"); raw != "" {
-				n, err := strconv.Atoi(raw)
-				if err != nil || n < 1 || time.Duration(n)*time.Second > maxWait {
-					return nil, httpapi.BadRequest("waitSeconds must be a whole number from 1 to %d, got %q", int(maxWait.Seconds()), raw)
-				}
-				wait = time.Duration(n) * time.Second
+			if in.WaitSeconds > 0 {
+				wait = time.Duration(in.WaitSeconds) * time.Second
 			}
-			res, err := t.Run(r.Context(), id, wait)
+			res, err := t.Run(ctx, in.AgentID, wait)
 			if err != nil {
 				return nil, err
 			}
 			if res.Status == "pending" {
-				return httpapi.Accepted(res), nil
+				return httpapi.Answer(http.StatusAccepted, res), nil
 			}
-			return res, nil
+			return httpapi.OK(res), nil
 		})
+}
+
+type triggerInput struct {
+	httpapi.AgentPath
+	WaitSeconds int `query:"waitSeconds" minimum:"1" maximum:"600" doc:"How long to wait for the outcome (default: the server's, 150 s)."`
 }

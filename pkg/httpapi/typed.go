@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -499,4 +500,27 @@ func detailMessage(op *huma.Operation, d *huma.ErrorDetail) string {
 		return fmt.Sprintf("%s must be true or false, got %q", name, got)
 	}
 	return fmt.Sprintf("%s (%s) %s, got %q", name, where, d.Message, got)
+}
+
+// Optional marks fields of t's schema as optional in requests: fields the service fills in
+// when absent (an event's id and time) in a type whose package carries no OpenAPI tags.
+func Optional(s *Server, t reflect.Type, fields ...string) {
+	reg := s.api.OpenAPI().Components.Schemas
+	ref := reg.Schema(t, true, "")
+	sch := reg.SchemaFromRef(ref.Ref)
+	if sch == nil {
+		return
+	}
+	keep := sch.Required[:0]
+	for _, f := range sch.Required {
+		if !slices.Contains(fields, f) {
+			keep = append(keep, f)
+		}
+	}
+	sch.Required = keep
+	for _, f := range fields {
+		if sch.Properties[f] != nil {
+			sch.Properties[f].Description = strings.TrimSpace(sch.Properties[f].Description + " Filled in by the server when absent.")
+		}
+	}
 }

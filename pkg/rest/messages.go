@@ -28,8 +28,8 @@ func RegisterMessages(s *httpapi.Server, msgs *conversation.Store, ws *workspace
 	const path = "/api/v1/conversations/{conversationId}/messages"
 	tags := []string{"Messages"}
 	httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: path, OperationID: "storeMessages", Tags: tags,
-		Summary:     "Store messages of a conversation",
-		Description: `One message {"agentId":1,"role":"user","content":"..."} or a batch {"agentId":1,"messages":[{"role":...,"content":...},...]} (at most 1000); toolCalls, toolCallId and name are optional. A newly seen agent gets its core files.`,
+		Summary:       "Store messages of a conversation",
+		Description:   `One message {"agentId":1,"role":"user","content":"..."} or a batch {"agentId":1,"messages":[{"role":...,"content":...},...]} (at most 1000); toolCalls, toolCallId and name are optional. A newly seen agent gets its core files.`,
 		DefaultStatus: http.StatusCreated, Errors: []int{403}}, h.post)
 	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: path, OperationID: "listMessages", Tags: tags,
 		Summary: "A conversation's messages, oldest first", Description: "hasMore says more follow the last one: ask again with its id as afterId.",

@@ -1,18 +1,18 @@
 package summarizer
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/danielgtaylor/huma/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -46,38 +46,46 @@ func RegisterRoutes(s *httpapi.Server, api API) {
 	if api.Metrics == nil {
 		api.Metrics = NewMetrics(nil)
 	}
-	s.Handle("POST /api/v1/events/conversation-completed",
-		`Publish a ConversationCompletedEvent {"eventId","agentId","conversationId","userMessage","assistantReply","messageCount","triggerSource":"web|channel|cron|api|<own>","turnStatus"?,"finishReason"?,"messages":[...]}; 202 {eventId,stream,seq,duplicate} once JetStream stored it, 503 when it did not`,
-		api.publishCompleted)
-	s.Handle("POST /api/v1/memory/{agentId}/summarize/{conversationId}",
-		`Extract memory from a conversation now (through the summarizer workers); ?force=true or body {"force":true} re-extracts a conversation already extracted (under the lease, the daily entry of a message range appended once); {"status":"completed"|"skipped"|"refused","reason","runId"}, 500 "记忆提取失败: …", 202 {"status":"pending"} if still running at the timeout`,
-		api.summarize)
-	s.Handle("GET /api/v1/memory/{agentId}/runs",
-		"The run ledger of an agent, newest first (?kind=summarize|emergence&eventId=&limit=)", api.runs)
-	s.Handle("GET /api/v1/admin/dlq",
-		"Dead letters, oldest first (?after=<seq>&limit=&subject=<original subject or pattern>); admin key", api.listDLQ)
-	s.Handle("POST /api/v1/admin/dlq/{seq}/retry",
-		"Publish a dead letter again on its original subject and remove it from the dead-letter stream; admin key", api.retryDLQ)
+	pipeline := []string{"Pipeline"}
+	httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: "/api/v1/events/conversation-completed", OperationID: "publishConversationCompleted", Tags: pipeline,
+		Summary:     "Publish a ConversationCompletedEvent",
+		Description: "Answers 202 once JetStream stored the event (duplicate is true when an event with this id was stored before: publishing is idempotent by eventId, scoped by agent), 503 when it did not: retry with the same eventId. eventId and occurredAt are filled in when absent.",
+		DefaultStatus: http.StatusAccepted, Errors: []int{403, 503}}, api.publishCompleted)
+	httpapi.Optional(s, reflect.TypeFor[event.ConversationCompletedEvent](), "eventId", "occurredAt")
+	httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: "/api/v1/memory/{agentId}/summarize/{conversationId}", OperationID: "summarizeConversation", Tags: pipeline,
+		Summary:     "Extract memory from a conversation now",
+		Description: "Through the summarizer workers; force (query or body) re-extracts a conversation already extracted. 500 \"记忆提取失败: …\" when the run failed; 202 {\"status\":\"pending\"} when no worker finished within the server's timeout or none is running (noWorker).",
+		MaxBodyBytes: 4096, Errors: []int{403, 503}}, api.summarize)
+	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: "/api/v1/memory/{agentId}/runs", OperationID: "listRuns", Tags: pipeline,
+		Summary: "The run ledger of an agent, newest first", Errors: []int{403}}, api.runs)
+	admin := []string{"Admin"}
+	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: "/api/v1/admin/dlq", OperationID: "listDeadLetters", Tags: admin,
+		Summary: "Dead letters, oldest first (admin key)", Errors: []int{403, 503}}, api.listDLQ)
+	httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: "/api/v1/admin/dlq/{seq}/retry", OperationID: "retryDeadLetter", Tags: admin,
+		Summary:     "Publish a dead letter again on its original subject (admin key)",
+		Description: "Removes it from the dead-letter stream once published.", DefaultStatus: http.StatusAccepted,
+		Errors: []int{403, 404, 503}}, api.retryDLQ)
 }
 
-func (api API) publishCompleted(r *http.Request) (any, error) {
-	var e event.ConversationCompletedEvent
-	if err := httpapi.Decode(r, &e); err != nil {
-		return nil, err
-	}
+type publishInput struct {
+	Body event.ConversationCompletedEvent
+}
+
+func (api API) publishCompleted(ctx context.Context, in *publishInput) (*httpapi.Response[event.Ack], error) {
+	e := in.Body
 	e.Complete(time.Now())
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
-	if err := httpapi.Authorize(r, e.AgentID); err != nil {
+	if err := httpapi.Act(ctx, e.AgentID); err != nil {
 		return nil, err
 	}
-	ack, err := api.Publisher.PublishCompleted(r.Context(), &e)
+	ack, err := api.Publisher.PublishCompleted(ctx, &e)
 	if err != nil {
 		return nil, publishErr(err)
 	}
 	api.Metrics.Published.WithLabelValues("completed", strconv.FormatBool(ack.Duplicate)).Inc()
-	return httpapi.Accepted(ack), nil
+	return httpapi.Answer(http.StatusAccepted, ack), nil
 }
 
 func publishErr(err error) error {
@@ -91,19 +99,35 @@ func publishErr(err error) error {
 	return err
 }
 
-func (api API) summarize(r *http.Request) (any, error) {
-	agentID, err := httpapi.AgentID(r)
-	if err != nil {
+type summarizeInput struct {
+	httpapi.AgentPath
+	ConversationID string `path:"conversationId" minLength:"1" maxLength:"128" example:"c-42" doc:"1 to 128 bytes of UTF-8."`
+	Force          bool   `query:"force" doc:"Re-extract a conversation already extracted."`
+	Body           *struct {
+		Force *bool `json:"force,omitempty" doc:"The same as ?force=true."`
+	} `doc:"Optional (MateClaw's route has no body)."`
+}
+
+// SummarizeResult is a manual summarize's outcome.
+type SummarizeResult struct {
+	Status    string `json:"status" enum:"completed,skipped,refused,pending" doc:"pending (202): the request stays queued; its outcome will be in the run ledger under requestId."`
+	Reason    string `json:"reason"`
+	RunID     string `json:"runId,omitempty"`
+	RequestID string `json:"requestId"`
+	// Seq and NoWorker are set on a pending answer.
+	Seq      uint64 `json:"seq,omitempty"`
+	NoWorker bool   `json:"noWorker,omitempty" doc:"No summarizer worker is running."`
+}
+
+func (api API) summarize(ctx context.Context, in *summarizeInput) (*httpapi.Response[SummarizeResult], error) {
+	if err := httpapi.Act(ctx, in.AgentID); err != nil {
 		return nil, err
 	}
-	conv := r.PathValue("conversationId")
+	agentID, conv := in.AgentID, in.ConversationID
 	if strings.TrimSpace(conv) == "" || len(conv) > event.MaxConversationIDBytes || !utf8.ValidString(conv) {
 		return nil, httpapi.BadRequest("conversationId must be 1 to %d bytes of UTF-8", event.MaxConversationIDBytes)
 	}
-	force, err := forceParam(r)
-	if err != nil {
-		return nil, err
-	}
+	force := in.Force || (in.Body != nil && in.Body.Force != nil && *in.Body.Force)
 	inbox := nats.NewInbox()
 	sub, err := api.NC.SubscribeSync(inbox)
 	if err != nil {
@@ -111,7 +135,7 @@ func (api API) summarize(r *http.Request) (any, error) {
 	}
 	defer sub.Unsubscribe()
 	req := event.SummarizeRequest{AgentID: agentID, ConversationID: conv, ReplyTo: inbox, Force: force}
-	ack, err := api.Publisher.PublishSummarize(r.Context(), &req)
+	ack, err := api.Publisher.PublishSummarize(ctx, &req)
 	if err != nil {
 		return nil, publishErr(err)
 	}
@@ -120,23 +144,23 @@ func (api API) summarize(r *http.Request) (any, error) {
 	if timeout <= 0 {
 		timeout = 5 * time.Minute
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), timeout)
+	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	msg, idle, err := api.awaitOutcome(ctx, sub)
+	msg, idle, err := api.awaitOutcome(wctx, sub)
 	if idle {
-		return httpapi.Accepted(map[string]any{
-			"status": "pending", "requestId": req.RequestID, "seq": ack.Seq, "noWorker": true,
-			"reason": fmt.Sprintf("no summarizer worker is pulling from consumer %q of %s (no pull request waiting, nothing in progress): start a summarizer process (-target summarizer or all); the request stays queued and its outcome will be listed at GET /api/v1/memory/%d/runs?eventId=%s",
+		return httpapi.Answer(http.StatusAccepted, SummarizeResult{
+			Status: "pending", RequestID: req.RequestID, Seq: ack.Seq, NoWorker: true,
+			Reason: fmt.Sprintf("no summarizer worker is pulling from consumer %q of %s (no pull request waiting, nothing in progress): start a summarizer process (-target summarizer or all); the request stays queued and its outcome will be listed at GET /api/v1/memory/%d/runs?eventId=%s",
 				bus.ConsumerSummarizer, bus.StreamEvents, agentID, req.RequestID),
 		}), nil
 	}
 	if err != nil {
-		if r.Context().Err() != nil {
-			return nil, r.Context().Err()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		return httpapi.Accepted(map[string]any{
-			"status": "pending", "requestId": req.RequestID, "seq": ack.Seq,
-			"reason": fmt.Sprintf("no worker finished within %s; the request stays queued and its outcome will be listed at GET /api/v1/memory/%d/runs?eventId=%s",
+		return httpapi.Answer(http.StatusAccepted, SummarizeResult{
+			Status: "pending", RequestID: req.RequestID, Seq: ack.Seq,
+			Reason: fmt.Sprintf("no worker finished within %s; the request stays queued and its outcome will be listed at GET /api/v1/memory/%d/runs?eventId=%s",
 				timeout, agentID, req.RequestID),
 		}), nil
 	}
@@ -151,132 +175,95 @@ func (api API) summarize(r *http.Request) (any, error) {
 		}
 		return nil, &httpapi.Error{Status: http.StatusInternalServerError, Msg: m}
 	}
-	return map[string]any{"status": out.Status, "reason": out.Reason, "runId": out.RunID, "requestId": out.RequestID}, nil
+	return httpapi.OK(SummarizeResult{Status: out.Status, Reason: out.Reason, RunID: out.RunID, RequestID: out.RequestID}), nil
 }
 
-func (api API) runs(r *http.Request) (any, error) {
-	agentID, err := httpapi.AgentID(r)
+type runsInput struct {
+	httpapi.AgentPath
+	Kind    string `query:"kind" enum:"summarize,emergence" doc:"Only runs of this kind."`
+	EventID string `query:"eventId" doc:"Only the runs of this event or request id."`
+	Limit   int    `query:"limit" minimum:"1" maximum:"1000" doc:"At most this many runs."`
+}
+
+// RunList is an agent's runs, newest first.
+type RunList struct {
+	AgentID int64        `json:"agentId"`
+	Count   int          `json:"count"`
+	Runs    []ledger.Run `json:"runs"`
+}
+
+func (api API) runs(ctx context.Context, in *runsInput) (*httpapi.Response[RunList], error) {
+	if err := httpapi.Act(ctx, in.AgentID); err != nil {
+		return nil, err
+	}
+	runs, err := api.Ledger.List(ctx, ledger.Filter{AgentID: in.AgentID, Kind: in.Kind, EventID: in.EventID, Limit: in.Limit})
 	if err != nil {
 		return nil, err
 	}
-	q := r.URL.Query()
-	f := ledger.Filter{AgentID: agentID, Kind: q.Get("kind"), EventID: q.Get("eventId")}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 || n > 1000 {
-			return nil, httpapi.BadRequest("limit must be 1 to 1000, got %q", v)
-		}
-		f.Limit = n
-	}
-	if f.Kind != "" && f.Kind != ledger.KindSummarize && f.Kind != ledger.KindEmergence {
-		return nil, httpapi.BadRequest("kind %q is not a run kind; accepted: summarize, emergence", f.Kind)
-	}
-	runs, err := api.Ledger.List(r.Context(), f)
-	if err != nil {
-		return nil, err
-	}
-	return map[string]any{"agentId": agentID, "count": len(runs), "runs": runs}, nil
+	return httpapi.OK(RunList{AgentID: in.AgentID, Count: len(runs), Runs: runs}), nil
 }
 
-// dlqEntry is a dead letter as the API shows it.
-type dlqEntry struct {
+// DeadLetter is a dead letter as the API shows it: the payload is its JSON, or its text
+// when it is not JSON.
+type DeadLetter struct {
 	bus.DeadLetterEntry
 	Payload any `json:"payload"`
 }
 
-func (api API) listDLQ(r *http.Request) (any, error) {
-	if err := httpapi.RequireAdmin(r); err != nil {
+// DeadLetters is a page of dead letters.
+type DeadLetters struct {
+	Count       int          `json:"count"`
+	DeadLetters []DeadLetter `json:"deadLetters"`
+}
+
+type dlqInput struct {
+	After   uint64 `query:"after" doc:"Only dead letters after this sequence number."`
+	Limit   int    `query:"limit" minimum:"1" maximum:"1000" default:"100"`
+	Subject string `query:"subject" example:"mate.events.conversation.completed" doc:"Only dead letters of this original subject (or pattern)."`
+}
+
+func (api API) listDLQ(ctx context.Context, in *dlqInput) (*httpapi.Response[DeadLetters], error) {
+	if err := httpapi.Admin(ctx); err != nil {
 		return nil, err
 	}
-	q := r.URL.Query()
-	var after uint64
-	if v := q.Get("after"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return nil, httpapi.BadRequest("after must be a stream sequence number, got %q", v)
-		}
-		after = n
+	limit := in.Limit
+	if limit == 0 {
+		limit = 100
 	}
-	limit := 100
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 || n > 1000 {
-			return nil, httpapi.BadRequest("limit must be 1 to 1000, got %q", v)
-		}
-		limit = n
-	}
-	subject := q.Get("subject")
+	subject := in.Subject
 	if subject != "" && !strings.HasPrefix(subject, bus.SubjectDeadLetter+".") {
 		subject = bus.DeadLetterSubject(subject)
 	}
-	list, err := bus.ListDeadLetters(r.Context(), api.JS, after, subject, limit)
+	list, err := bus.ListDeadLetters(ctx, api.JS, in.After, subject, limit)
 	if err != nil {
 		return nil, &httpapi.Error{Status: http.StatusServiceUnavailable, Msg: "read dead letters: " + err.Error(), Err: err}
 	}
-	out := make([]dlqEntry, len(list))
+	out := make([]DeadLetter, len(list))
 	for i, e := range list {
-		out[i] = dlqEntry{DeadLetterEntry: e, Payload: string(e.Data)}
+		out[i] = DeadLetter{DeadLetterEntry: e, Payload: string(e.Data)}
 		if json.Valid(e.Data) {
 			out[i].Payload = json.RawMessage(e.Data)
 		}
 	}
-	return map[string]any{"count": len(out), "deadLetters": out}, nil
+	return httpapi.OK(DeadLetters{Count: len(out), DeadLetters: out}), nil
 }
 
-func (api API) retryDLQ(r *http.Request) (any, error) {
-	if err := httpapi.RequireAdmin(r); err != nil {
+type retryInput struct {
+	Seq int64 `path:"seq" minimum:"1" doc:"The dead letter's sequence number in the dead-letter stream."`
+}
+
+func (api API) retryDLQ(ctx context.Context, in *retryInput) (*httpapi.Response[bus.Retried], error) {
+	if err := httpapi.Admin(ctx); err != nil {
 		return nil, err
 	}
-	seq, err := httpapi.PathInt64(r, "seq")
-	if err != nil {
-		return nil, err
-	}
-	res, err := bus.RetryDeadLetter(r.Context(), api.JS, uint64(seq), tracing.With(api.Tracing))
+	res, err := bus.RetryDeadLetter(ctx, api.JS, uint64(in.Seq), tracing.With(api.Tracing))
 	if errors.Is(err, bus.ErrDeadLetterNotFound) {
-		return nil, httpapi.Errorf(http.StatusNotFound, "no dead letter with seq %d (already retried?)", seq)
+		return nil, httpapi.Errorf(http.StatusNotFound, "no dead letter with seq %d (already retried?)", in.Seq)
 	}
 	if err != nil {
 		return nil, &httpapi.Error{Status: http.StatusServiceUnavailable, Msg: err.Error(), Err: err}
 	}
-	return httpapi.Accepted(res), nil
-}
-
-// forceParam reads force from ?force= or an optional JSON body {"force": bool} (MateClaw's
-// route has no body, so none is required).
-func forceParam(r *http.Request) (bool, error) {
-	force := false
-	if q := r.URL.Query().Get("force"); q != "" {
-		v, err := strconv.ParseBool(q)
-		if err != nil {
-			return false, httpapi.BadRequest("force must be true or false, got %q", q)
-		}
-		force = v
-	}
-	if r.Body == nil {
-		return force, nil
-	}
-	raw, err := io.ReadAll(io.LimitReader(r.Body, 4097))
-	if err != nil {
-		return false, httpapi.BadRequest("read request body: %v", err)
-	}
-	if len(bytes.TrimSpace(raw)) == 0 {
-		return force, nil
-	}
-	if len(raw) > 4096 {
-		return false, httpapi.BadRequest("the body is at most {\"force\": true|false}")
-	}
-	var body struct {
-		Force *bool `json:"force"`
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&body); err != nil {
-		return false, httpapi.BadRequest("invalid JSON body (optional, {\"force\": true|false}): %v", err)
-	}
-	if body.Force != nil && *body.Force {
-		force = true
-	}
-	return force, nil
+	return httpapi.Answer(http.StatusAccepted, res), nil
 }
 
 // Without a summarizer worker (an api process alone against an external NATS) a manual
