@@ -20,8 +20,8 @@ func RegisterHTTP(s *httpapi.Server, svc *Service) {
 	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: base, OperationID: "listCronJobs", Tags: tags,
 		Summary: "List cron jobs", Description: "An agent-scoped key sees only its agents' jobs.", Errors: []int{403}}, h.list)
 	httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: base, OperationID: "createCronJob", Tags: tags,
-		Summary:     "Create a cron job",
-		Description: "agentId, name and cronExpression are required (triggerMessage too for taskType text); a bad expression or time zone gets 400. timezone defaults to the agent's, taskType to text, enabled to true.",
+		Summary:       "Create a cron job",
+		Description:   "agentId, name and cronExpression are required (triggerMessage too for taskType text); a bad expression or time zone gets 400. timezone defaults to the agent's, taskType to text, enabled to true.",
 		DefaultStatus: http.StatusCreated, Errors: []int{403}}, h.create)
 	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: base + "/{id}", OperationID: "getCronJob", Tags: tags,
 		Summary: "Read a cron job, with its next and last run", Errors: []int{404}}, h.get)

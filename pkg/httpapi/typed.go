@@ -524,3 +524,41 @@ func Optional(s *Server, t reflect.Type, fields ...string) {
 		}
 	}
 }
+
+// HandleRawOp registers a plain http.Handler (a protocol of its own, like MCP) behind
+// authentication, documented by op: the statuses in op.Errors get the error envelope.
+func (s *Server) HandleRawOp(op huma.Operation, h http.Handler) {
+	pattern := op.Method + " " + op.Path
+	s.mux.Handle(pattern, s.instrument(pattern, false, h))
+	if op.Responses == nil {
+		op.Responses = map[string]*huma.Response{}
+	}
+	ref := s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[ErrorEnvelope](), true, "")
+	for _, c := range append([]int{http.StatusUnauthorized}, op.Errors...) {
+		if op.Responses[fmt.Sprint(c)] == nil {
+			op.Responses[fmt.Sprint(c)] = &huma.Response{Description: http.StatusText(c),
+				Content: map[string]*huma.MediaType{"application/json": {Schema: ref}}}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.api.OpenAPI().AddOperation(&op)
+}
+
+// AgentParam documents the {agentId} path parameter of a raw operation.
+func AgentParam() *huma.Param {
+	one := 1.0
+	return &huma.Param{Name: "agentId", In: "path", Required: true, Example: 1,
+		Description: "The agent's id, a positive integer; the key must be allowed to act for it.",
+		Schema:      &huma.Schema{Type: "integer", Format: "int64", Minimum: &one}}
+}
+
+// Flush lets streaming handlers (MCP's event streams) flush through the recorder.
+func (w *statusWriter) Flush() {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}

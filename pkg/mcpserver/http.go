@@ -18,6 +18,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/danielgtaylor/huma/v2"
+
 	"github.com/matememory/matememory/pkg/httpapi"
 )
 
@@ -126,9 +128,39 @@ func NewHandler(t Tools, o HTTPOptions) *Handler {
 // Register mounts the handler at Path on s, behind s's authentication.
 func Register(s *httpapi.Server, t Tools, o HTTPOptions) *Handler {
 	h := NewHandler(t, o)
-	s.HandleRaw("POST "+Path, "Model Context Protocol (streamable HTTP, stateless): the workspace memory tools and the memory files as resources, bound to the agent in the URL (?language=zh|en for their descriptions)", h)
-	s.HandleRaw("GET "+Path, "MCP event stream of a session (initialize-based clients, Mcp-Session-Id required; 405 without)", h)
-	s.HandleRaw("DELETE "+Path, "MCP session termination (Mcp-Session-Id required; 405 without)", h)
+	tags := []string{"MCP"}
+	params := []*huma.Param{httpapi.AgentParam(),
+		{Name: "language", In: "query", Description: "The language of the tool descriptions.", Schema: &huma.Schema{Type: "string", Enum: []any{"zh", "en"}}}}
+	session := &huma.Param{Name: "Mcp-Session-Id", In: "header", Description: "The session an initialize handshake created.", Schema: &huma.Schema{Type: "string"}}
+	rpc := func(desc string) map[string]*huma.MediaType {
+		return map[string]*huma.MediaType{"application/json": {Schema: &huma.Schema{Type: "object", Description: desc}}}
+	}
+	stream := map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{Type: "string", Description: "Server-sent events carrying JSON-RPC messages."}}}
+	s.HandleRawOp(huma.Operation{Method: http.MethodPost, Path: Path, OperationID: "mcpMessage", Tags: tags,
+		Summary:     "Model Context Protocol over streamable HTTP",
+		Description: "The workspace memory tools and the memory files as resources, bound to the agent in the URL. Stateless (any replica answers); an initialize handshake gets a session. Protocol errors are JSON-RPC error objects (-32700, -32601, -32602); authentication and the agent id keep the API's envelope.",
+		Parameters:  append(params, session),
+		RequestBody: &huma.RequestBody{Required: true, Content: rpc("A JSON-RPC 2.0 request, notification or response (MCP).")},
+		Responses: map[string]*huma.Response{
+			"200": {Description: "A JSON-RPC response, or a stream of them", Content: map[string]*huma.MediaType{
+				"application/json": rpc("A JSON-RPC 2.0 response.")["application/json"], "text/event-stream": stream["text/event-stream"]}},
+			"202": {Description: "A notification or response was accepted"},
+			"400": {Description: "A JSON-RPC error (parse error, invalid request)", Content: rpc("A JSON-RPC 2.0 error response.")},
+		},
+		Errors: []int{http.StatusForbidden, http.StatusNotFound}}, h)
+	s.HandleRawOp(huma.Operation{Method: http.MethodGet, Path: Path, OperationID: "mcpEventStream", Tags: tags,
+		Summary:     "MCP event stream of a session",
+		Description: "For initialize-based clients: the notifications of the session named by Mcp-Session-Id (405 without one).",
+		Parameters:  append(params, session),
+		Responses: map[string]*huma.Response{"200": {Description: "The session's notifications", Content: stream},
+			"405": {Description: "No Mcp-Session-Id: a stateless client has no stream to open"}},
+		Errors: []int{http.StatusForbidden, http.StatusNotFound}}, h)
+	s.HandleRawOp(huma.Operation{Method: http.MethodDelete, Path: Path, OperationID: "mcpEndSession", Tags: tags,
+		Summary:    "End an MCP session",
+		Parameters: append(params, session),
+		Responses: map[string]*huma.Response{"204": {Description: "The session is closed"},
+			"405": {Description: "No Mcp-Session-Id"}},
+		Errors: []int{http.StatusForbidden, http.StatusNotFound}}, h)
 	return h
 }
 
