@@ -78,9 +78,6 @@ func AnswerVersion[T any](status int, version int64, data T) *Versioned[T] {
 	return &Versioned[T]{Status: status, ETag: fmt.Sprintf("%q", fmt.Sprint(version)), Body: Envelope[T]{Code: status, Data: data}}
 }
 
-// Nothing is the data of an answer that carries none ({"code":200,"data":null}).
-type Nothing = *struct{}
-
 // Metadata keys of an operation (huma.Operation.Metadata).
 const (
 	// MetaRest names the path parameter that takes the rest of the path, '/' included
@@ -197,6 +194,8 @@ func schemaName(t reflect.Type, hint string) string {
 		name = hint
 	}
 	name = strings.ReplaceAll(name, "[]", "List[")
+	name = strings.ReplaceAll(name, "interface {}", "Any")
+	name = strings.ReplaceAll(name, "struct {}", "Empty")
 	var b strings.Builder
 	for _, part := range strings.FieldsFunc(name, func(r rune) bool { return r == '[' || r == ']' || r == '*' || r == ',' }) {
 		pkg, base := "", part
@@ -214,7 +213,13 @@ func schemaName(t reflect.Type, hint string) string {
 		b.WriteString(upperFirst(pkg))
 		b.WriteString(upperFirst(base))
 	}
-	return b.String()
+	// Component names allow [A-Za-z0-9._-] only.
+	return strings.Map(func(r rune) rune {
+		if r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-') {
+			return r
+		}
+		return -1
+	}, b.String())
 }
 
 func upperFirst(s string) string {

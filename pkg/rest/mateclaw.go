@@ -81,11 +81,11 @@ func (h wsHandlers) mcPut(ctx context.Context, in *putInput) (*httpapi.Versioned
 	return httpapi.AnswerVersion(http.StatusOK, f.Version, f), nil
 }
 
-func (h wsHandlers) mcDelete(ctx context.Context, in *WriteParams) (*httpapi.Response[*struct{}], error) {
+func (h wsHandlers) mcDelete(ctx context.Context, in *WriteParams) (*httpapi.Response[any], error) {
 	if err := h.remove(ctx, in); err != nil {
 		return nil, err
 	}
-	return httpapi.OK[*struct{}](nil), nil
+	return httpapi.OK[any](nil), nil
 }
 
 func (h wsHandlers) promptFiles(ctx context.Context, in *httpapi.AgentPath) (*httpapi.Response[[]string], error) {

@@ -46,8 +46,8 @@ type msgHandlers struct {
 	ws   *workspace.Service
 }
 
-// messageIn is one message as a client sends it.
-type messageIn struct {
+// MessageIn is one message as a client sends it.
+type MessageIn struct {
 	AgentID    *int64          `json:"agentId,omitempty" minimum:"1" example:"1" doc:"The agent (required at the top level; in a batch, optional and equal to it)."`
 	Role       *string         `json:"role,omitempty" enum:"user,assistant,system,tool" doc:"Required for each message."`
 	Content    *string         `json:"content,omitempty" example:"I drink green tea every morning."`
@@ -56,14 +56,14 @@ type messageIn struct {
 	Name       *string         `json:"name,omitempty"`
 }
 
-func (m messageIn) empty() bool {
+func (m MessageIn) empty() bool {
 	return m.Role == nil && m.Content == nil && m.ToolCalls == nil && m.ToolCallID == nil && m.Name == nil
 }
 
 // messagesBody is a single message, or a batch under "messages" with the agent at the top.
 type messagesBody struct {
-	messageIn
-	Messages []messageIn `json:"messages,omitempty" maxItems:"1000" doc:"A batch, instead of the single message's fields."`
+	MessageIn
+	Messages []MessageIn `json:"messages,omitempty" maxItems:"1000" doc:"A batch, instead of the single message's fields."`
 }
 
 type postInput struct {
@@ -98,10 +98,10 @@ func (h msgHandlers) post(ctx context.Context, in *postInput) (*httpapi.Response
 	if err := httpapi.Act(ctx, agentID); err != nil {
 		return nil, err
 	}
-	var batch []messageIn
+	var batch []MessageIn
 	switch {
 	case b.Messages != nil:
-		if !b.messageIn.empty() {
+		if !b.MessageIn.empty() {
 			return nil, httpapi.BadRequest(`send either one message (role, content, ...) or a batch under "messages", not both`)
 		}
 		if len(b.Messages) == 0 {
@@ -117,7 +117,7 @@ func (h msgHandlers) post(ctx context.Context, in *postInput) (*httpapi.Response
 		}
 		batch = b.Messages
 	default:
-		batch = []messageIn{b.messageIn}
+		batch = []MessageIn{b.MessageIn}
 	}
 	msgs := make([]conversation.Message, len(batch))
 	for i, m := range batch {
