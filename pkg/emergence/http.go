@@ -187,6 +187,7 @@ func RegisterHTTP(s *httpapi.Server, t *Trigger) {
 	httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: "/api/v1/memory/{agentId}/emergence", OperationID: "consolidateMemory", Tags: []string{"Pipeline"},
 		Summary:     "Consolidate the agent's recent daily notes into MEMORY.md now",
 		Description: "Through the emergence worker (the same lease, guard and ledger as a cron slot). 500 \"记忆整合失败: …\" when the run failed; 202 {\"status\":\"pending\"} when ?waitSeconds= (default 150) runs out first; 429 with Retry-After within the per-agent cooldown.",
+		Metadata:    map[string]any{httpapi.MetaAlso: []int{http.StatusAccepted}},
 		Errors:      []int{403, 429}},
 		func(ctx context.Context, in *triggerInput) (*httpapi.Response[Result], error) {
 			if err := httpapi.Act(ctx, in.AgentID); err != nil {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -88,6 +89,9 @@ const (
 	// served by the rest route when the name ends in "/<suffix>", and documented as its own
 	// operation.
 	MetaSuffix = "matememory.suffix"
+	// MetaAlso lists the other 2xx statuses an operation answers with the same body
+	// ([]int: 201 when a PUT created the file, 202 when a wait ran out).
+	MetaAlso = "matememory.also"
 	// MetaFallback is the 405 message for a request to the rest route of a suffix
 	// operation's method without the suffix (POST on a file).
 	MetaFallback = "matememory.fallback"
@@ -154,6 +158,14 @@ type docAPI struct{ huma.API }
 
 func (d docAPI) DocumentOperation(op *huma.Operation) {
 	delete(op.Responses, "422")
+	also, _ := op.Metadata[MetaAlso].([]int)
+	if def := op.Responses[strconv.Itoa(op.DefaultStatus)]; def != nil {
+		for _, c := range also {
+			r := *def
+			r.Description = http.StatusText(c)
+			op.Responses[strconv.Itoa(c)] = &r
+		}
+	}
 	if !op.Hidden {
 		d.OpenAPI().AddOperation(op)
 	}

@@ -39,7 +39,8 @@ func RegisterWorkspace(s *httpapi.Server, ws *workspace.Service) {
 	httpapi.Register(s, huma.Operation{Method: http.MethodPut, Path: files + "/{filename}", OperationID: "writeFile", Tags: tags,
 		Summary:     "Create or replace a file's content",
 		Description: "If-Match: <version> writes only over that version (a stale one gets 409); If-Match: 0 creates only. 201 when the write created the file.",
-		Metadata:    rest, DefaultStatus: http.StatusOK, Errors: []int{403, 404, 405, 409}}, h.put)
+		Metadata:    map[string]any{httpapi.MetaRest: "filename", httpapi.MetaAlso: []int{http.StatusCreated}},
+		Errors:      []int{403, 404, 405, 409}}, h.put)
 	httpapi.Register(s, huma.Operation{Method: http.MethodPatch, Path: files + "/{filename}", OperationID: "setFileFlags", Tags: tags,
 		Summary: "Change whether a file is injected and its order", Description: "If-Match optional.",
 		Metadata: rest, Errors: []int{403, 404, 405, 409}}, h.patch)

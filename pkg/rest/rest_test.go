@@ -16,6 +16,7 @@ import (
 	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/conversation"
 	"github.com/matememory/matememory/pkg/httpapi"
+	"github.com/matememory/matememory/pkg/httpapi/apitest"
 	"github.com/matememory/matememory/pkg/rest"
 	"github.com/matememory/matememory/pkg/store/storetest"
 	"github.com/matememory/matememory/pkg/tool"
@@ -24,8 +25,9 @@ import (
 
 // server is the REST surface on a real loopback listener, composed as pkg/app composes it.
 type server struct {
-	base string
-	ws   *workspace.Service
+	base   string
+	ws     *workspace.Service
+	client *http.Client
 }
 
 func start(t *testing.T, db storetest.DB, keys string) *server {
@@ -47,7 +49,8 @@ func start(t *testing.T, db storetest.DB, keys string) *server {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close(); <-done })
-	return &server{base: "http://" + ln.Addr().String(), ws: ws}
+	// Every response is held against the OpenAPI document.
+	return &server{base: "http://" + ln.Addr().String(), ws: ws, client: apitest.New(t, s, nil).Client()}
 }
 
 // reply is a decoded envelope.
@@ -86,8 +89,7 @@ func (s *server) req(t *testing.T, method, path, body string, hdr ...string) rep
 	for i := 0; i+1 < len(hdr); i += 2 {
 		r.Header.Set(hdr[i], hdr[i+1])
 	}
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.Do(r)
+	resp, err := s.client.Do(r)
 	if err != nil {
 		t.Fatal(err)
 	}

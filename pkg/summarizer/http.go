@@ -55,7 +55,8 @@ func RegisterRoutes(s *httpapi.Server, api API) {
 	httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: "/api/v1/memory/{agentId}/summarize/{conversationId}", OperationID: "summarizeConversation", Tags: pipeline,
 		Summary:      "Extract memory from a conversation now",
 		Description:  "Through the summarizer workers; force (query or body) re-extracts a conversation already extracted. 500 \"记忆提取失败: …\" when the run failed; 202 {\"status\":\"pending\"} when no worker finished within the server's timeout or none is running (noWorker).",
-		MaxBodyBytes: 4096, Errors: []int{403, 503}}, api.summarize)
+		MaxBodyBytes: 4096, Metadata: map[string]any{httpapi.MetaAlso: []int{http.StatusAccepted}},
+		Errors: []int{403, 503}}, api.summarize)
 	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: "/api/v1/memory/{agentId}/runs", OperationID: "listRuns", Tags: pipeline,
 		Summary: "The run ledger of an agent, newest first", Errors: []int{403}}, api.runs)
 	admin := []string{"Admin"}
