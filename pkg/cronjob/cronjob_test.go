@@ -18,6 +18,7 @@ import (
 	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/cronjob"
 	"github.com/matememory/matememory/pkg/httpapi"
+	"github.com/matememory/matememory/pkg/httpapi/apitest"
 	"github.com/matememory/matememory/pkg/store/storetest"
 	"github.com/matememory/matememory/pkg/workspace"
 )
@@ -49,8 +50,7 @@ func setup(t *testing.T, db storetest.DB) *env {
 	}
 	s := httpapi.New(httpapi.NewAuthenticator(keys), prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	cronjob.RegisterHTTP(s, e.jobs)
-	e.srv = httptest.NewServer(s)
-	t.Cleanup(e.srv.Close)
+	e.srv = apitest.Serve(t, s) // every response is held against the OpenAPI document
 	return e
 }
 

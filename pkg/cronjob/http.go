@@ -22,15 +22,15 @@ func RegisterHTTP(s *httpapi.Server, svc *Service) {
 	httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: base, OperationID: "createCronJob", Tags: tags,
 		Summary:       "Create a cron job",
 		Description:   "agentId, name and cronExpression are required (triggerMessage too for taskType text); a bad expression or time zone gets 400. timezone defaults to the agent's, taskType to text, enabled to true.",
-		DefaultStatus: http.StatusCreated, Errors: []int{403}}, h.create)
+		DefaultStatus: http.StatusCreated, Errors: []int{403, 409}}, h.create)
 	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: base + "/{id}", OperationID: "getCronJob", Tags: tags,
 		Summary: "Read a cron job, with its next and last run", Errors: []int{404}}, h.get)
 	httpapi.Register(s, huma.Operation{Method: http.MethodPut, Path: base + "/{id}", OperationID: "replaceCronJob", Tags: tags,
 		Summary: "Replace a cron job", Description: "name and cronExpression required; omitted optional fields take their defaults.",
-		Errors: []int{404}}, h.replace)
+		Errors: []int{404, 409}}, h.replace)
 	httpapi.Register(s, huma.Operation{Method: http.MethodPatch, Path: base + "/{id}", OperationID: "updateCronJob", Tags: tags,
 		Summary: "Change some fields of a cron job", Description: `e.g. {"enabled":false}; omitted fields stay as they are.`,
-		Errors: []int{404}}, h.patch)
+		Errors: []int{404, 409}}, h.patch)
 	httpapi.Register(s, huma.Operation{Method: http.MethodDelete, Path: base + "/{id}", OperationID: "deleteCronJob", Tags: tags,
 		Summary: "Delete a cron job", Errors: []int{404}}, h.delete)
 	httpapi.Optional(s, reflect.TypeFor[Input](), "agentId", "name", "cronExpression", "timezone", "taskType", "triggerMessage", "requestBody", "enabled")

@@ -21,6 +21,7 @@ import (
 	"github.com/matememory/matememory/pkg/bus/bustest"
 	"github.com/matememory/matememory/pkg/emergence"
 	"github.com/matememory/matememory/pkg/httpapi"
+	"github.com/matememory/matememory/pkg/httpapi/apitest"
 	"github.com/matememory/matememory/pkg/lease"
 	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/llm"
@@ -88,7 +89,7 @@ func newFixture(t *testing.T, db storetest.DB, h func(llmtest.Received) llmtest.
 	t.Cleanup(f.worker.Stop)
 	s := httpapi.New(httpapi.NewAuthenticator(nil), prometheus.NewRegistry(), f.quiet)
 	emergence.RegisterHTTP(s, emergence.NewTrigger(f.connect("api"), 15*time.Second))
-	f.srv = httptest.NewServer(s)
+	f.srv = httptest.NewServer(apitest.New(t, s, nil).Wrap(s)) // responses held against the OpenAPI document
 	t.Cleanup(f.srv.Close)
 	return f
 }

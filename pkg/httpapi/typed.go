@@ -522,9 +522,7 @@ func detailMessage(op *huma.Operation, d *huma.ErrorDetail) string {
 // Optional marks fields of t's schema as optional in requests: fields the service fills in
 // when absent (an event's id and time) in a type whose package carries no OpenAPI tags.
 func Optional(s *Server, t reflect.Type, fields ...string) {
-	reg := s.api.OpenAPI().Components.Schemas
-	ref := reg.Schema(t, true, "")
-	sch := reg.SchemaFromRef(ref.Ref)
+	sch := s.component(t)
 	if sch == nil {
 		return
 	}
@@ -578,4 +576,28 @@ func (w *statusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// Nullable marks fields of t's schema as nullable: a type whose MarshalJSON writes null for
+// them (an OpenAI assistant message that only calls tools has "content": null).
+func Nullable(s *Server, t reflect.Type, fields ...string) {
+	sch := s.component(t)
+	if sch == nil {
+		return
+	}
+	for _, f := range fields {
+		if p := sch.Properties[f]; p != nil {
+			p.Nullable = true
+		}
+	}
+}
+
+// component registers t and returns its schema in the document's components.
+func (s *Server) component(t reflect.Type) *huma.Schema {
+	reg := s.api.OpenAPI().Components.Schemas
+	ref := reg.Schema(t, true, "")
+	if ref.Ref == "" {
+		return nil
+	}
+	return reg.SchemaFromRef(ref.Ref)
 }

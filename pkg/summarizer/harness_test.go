@@ -26,6 +26,7 @@ import (
 	"github.com/matememory/matememory/pkg/event"
 	"github.com/matememory/matememory/pkg/eventpub"
 	"github.com/matememory/matememory/pkg/httpapi"
+	"github.com/matememory/matememory/pkg/httpapi/apitest"
 	"github.com/matememory/matememory/pkg/lease"
 	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/llm"
@@ -332,9 +333,7 @@ func (h *harness) httpServer(keys ...config.APIKey) *httptest.Server {
 	h.t.Helper()
 	s := httpapi.New(httpapi.NewAuthenticator(keys), prometheus.NewRegistry(), quietLog())
 	RegisterRoutes(s, API{Publisher: h.pub, Ledger: h.ledger, JS: h.js, NC: h.nc, ManualTimeout: h.set.ManualTimeout, Metrics: h.metrics})
-	srv := httptest.NewServer(s)
-	h.t.Cleanup(srv.Close)
-	return srv
+	return apitest.Serve(h.t, s) // every response is held against the OpenAPI document
 }
 
 // Prompt helpers for fake LLM scripts.

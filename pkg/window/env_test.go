@@ -22,6 +22,7 @@ import (
 	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/conversation"
 	"github.com/matememory/matememory/pkg/httpapi"
+	"github.com/matememory/matememory/pkg/httpapi/apitest"
 	"github.com/matememory/matememory/pkg/llm"
 	"github.com/matememory/matememory/pkg/llm/llmtest"
 	"github.com/matememory/matememory/pkg/store/storetest"
@@ -110,8 +111,7 @@ func (e *env) replica(name string, o replicaOpts) *replica {
 	}
 	srv := httpapi.New(httpapi.NewAuthenticator(nil), prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	RegisterHTTP(srv, svc)
-	hs := httptest.NewServer(srv)
-	e.t.Cleanup(hs.Close)
+	hs := apitest.Serve(e.t, srv) // every response is held against the OpenAPI document
 	return &replica{svc: svc, ws: ws, http: hs}
 }
 

@@ -26,6 +26,7 @@ func RegisterHTTP(s *httpapi.Server, svc *Service) {
 		Description: "The same body; only the last 2 exchanges, no LLM call.",
 		Errors:      []int{403}}, h.retry)
 	httpapi.Optional(s, reflect.TypeFor[RecallRequest](), "topK", "maxTokens", "query")
+	httpapi.Nullable(s, reflect.TypeFor[Message](), "content") // null when an assistant message only calls tools
 }
 
 type handlers struct{ svc *Service }

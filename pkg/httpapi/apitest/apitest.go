@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"sort"
 	"strings"
@@ -101,6 +102,34 @@ func compile(path string) route {
 	}
 	r.re = regexp.MustCompile(expr + "$")
 	return r
+}
+
+// Wrap validates the responses of h (the server side of the same check, for tests that
+// serve s with httptest.NewServer and call it with any client). Streams are not supported:
+// each response is recorded whole before it is sent on.
+func (v *Validator) Wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		resp := rec.Result()
+		body := rec.Body.Bytes()
+		if msg := v.check(r, resp, body); msg != "" {
+			v.t.Errorf("%s %s answered %d against the OpenAPI document: %s\nbody: %.600s", r.Method, r.URL.Path, resp.StatusCode, msg, body)
+		}
+		for k, vals := range rec.Header() {
+			w.Header()[k] = vals
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(body)
+	})
+}
+
+// Serve starts s behind a validator on a test server, closed when the test ends.
+func Serve(t testing.TB, s *httpapi.Server) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(New(t, s, nil).Wrap(s))
+	t.Cleanup(srv.Close)
+	return srv
 }
 
 // RoundTrip sends req and validates the response.
