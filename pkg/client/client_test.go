@@ -14,13 +14,16 @@ import (
 	"github.com/matememory/matememory/pkg/app"
 	"github.com/matememory/matememory/pkg/app/apptest"
 	"github.com/matememory/matememory/pkg/client"
+	"github.com/matememory/matememory/pkg/httpapi/apitest"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/tool"
 )
 
 func newClient(t *testing.T, a *app.App, key string) *client.Client {
 	t.Helper()
-	c, err := client.New("http://"+a.Addr, key, client.WithTimeout(30*time.Second))
+	// Every response the client receives is held against the OpenAPI document.
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: apitest.New(t, a.HTTP, nil)}
+	c, err := client.New("http://"+a.Addr, key, client.WithTimeout(30*time.Second), client.WithHTTPClient(hc))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"sort"
 	"strings"
@@ -157,7 +158,8 @@ func (v *Validator) check(req *http.Request, resp *http.Response, body []byte) s
 		values []string
 	)
 	for i := range v.routes {
-		if m := v.routes[i].re.FindStringSubmatch(req.URL.Path); m != nil {
+		// Match segments as the server does, escaped (conv%2F1 is one segment).
+		if m := v.routes[i].re.FindStringSubmatch(req.URL.EscapedPath()); m != nil {
 			rt, values = &v.routes[i], m[1:]
 			break
 		}
@@ -186,6 +188,9 @@ func (v *Validator) check(req *http.Request, resp *http.Response, body []byte) s
 	params := map[string]string{}
 	for i, n := range rt.names {
 		params[n] = values[i]
+		if u, err := url.PathUnescape(values[i]); err == nil {
+			params[n] = u
+		}
 	}
 	in := &openapi3filter.ResponseValidationInput{
 		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: req, PathParams: params,
