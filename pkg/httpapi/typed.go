@@ -106,7 +106,7 @@ func Register[I, O any](s *Server, op huma.Operation, h func(context.Context, *I
 	if op.MaxBodyBytes == 0 {
 		op.MaxBodyBytes = MaxBodyBytes
 	}
-	op.BodyReadTimeout = -1 // the server's read timeout applies
+	op.BodyReadTimeout = -1 // ignored: the server's read timeout applies (serverDeadlines)
 	op.SkipValidateBody = true
 	in := reflect.TypeFor[I]()
 	errs := map[int]bool{http.StatusInternalServerError: true}
@@ -283,7 +283,9 @@ func decodeStrict(data []byte, v any) error {
 type adapter struct{ s *Server }
 
 func (a adapter) Handle(op *huma.Operation, h func(huma.Context)) {
-	serve := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h(humago.NewContext(op, r, w)) })
+	serve := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h(serverDeadlines{humago.NewContext(op, r, w)})
+	})
 	path := op.Path
 	rest, _ := op.Metadata[MetaRest].(string)
 	sfx, _ := op.Metadata[MetaSuffix].(string)
@@ -313,6 +315,19 @@ func (a adapter) Handle(op *huma.Operation, h func(huma.Context)) {
 }
 
 func (a adapter) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.s.ServeHTTP(w, r) }
+
+// serverDeadlines keeps the http.Server's read timeout in force: huma would replace it with
+// a per-operation body deadline (or clear it), letting a client that trickles its body hold
+// the connection.
+type serverDeadlines struct{ humaContext }
+
+// humaContext names the embedded context (huma.Context has a method called Context).
+type humaContext = huma.Context
+
+func (serverDeadlines) SetReadDeadline(time.Time) error { return nil }
+
+// Unwrap gives humago.Unwrap the request and writer.
+func (c serverDeadlines) Unwrap() huma.Context { return c.humaContext }
 
 // dispatch serves one mux pattern: the operation itself and, for a rest pattern, the
 // operations on its suffixes.
