@@ -1,7 +1,8 @@
-// Package httpapi is MateMemory's REST framework: the spec's response envelope, error
-// classification, bearer-key authentication scoped to agents, metrics, and an OpenAPI
-// document generated from the registered routes. Feature packages register their routes on
-// a Server; they never write responses by hand.
+// Package httpapi is MateMemory's REST framework: typed operations (huma v2 on the
+// server's ServeMux) whose Go types generate the OpenAPI 3.1 document, the spec's response
+// envelope, error classification, bearer-key authentication scoped to agents, metrics,
+// tracing and the browser protections. Feature packages register their operations with
+// Register; they never write responses by hand.
 package httpapi
 
 import (
@@ -149,12 +150,12 @@ func (s *Server) HandleRaw(pattern, summary string, h http.Handler) {
 
 // document lists an untyped route in the OpenAPI document.
 func (s *Server) document(pattern, summary string) {
-	method, p, _ := strings.Cut(pattern, " ")
-	if method == "" {
-		return
+	method, p, ok := strings.Cut(pattern, " ")
+	if !ok || method == "" || strings.ToUpper(method) != method || !strings.HasPrefix(p, "/") {
+		return // a pattern for every method ("/console/") is not an operation
 	}
 	p = strings.ReplaceAll(p, "...}", "}")
-	op := &huma.Operation{Method: method, Path: p, Summary: summary,
+	op := &huma.Operation{Method: method, Path: p, Summary: summary, Tags: []string{"Other"},
 		OperationID: untypedID(method, p),
 		Responses:   map[string]*huma.Response{"default": {Description: `{"code":200,"data":...} or {"code":4xx/5xx,"msg":"..."}`}}}
 	for _, seg := range strings.Split(p, "/") {

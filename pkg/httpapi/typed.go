@@ -254,6 +254,7 @@ var apiTags = []*huma.Tag{
 	{Name: "MateClaw", Description: "MateClaw-compatible workspace routes (WorkspaceFileController): same service, MateClaw's paths and field names, 200 on create."},
 	{Name: "MCP", Description: "The Model Context Protocol over streamable HTTP."},
 	{Name: "Service", Description: "Health, readiness, metrics and this document."},
+	{Name: "Other", Description: "Routes registered without a typed contract (Server.Handle, HandleRaw): summary only."},
 }
 
 // jsonFormat writes JSON without HTML escaping and reads request bodies strictly.

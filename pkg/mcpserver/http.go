@@ -52,7 +52,7 @@ type HTTPOptions struct {
 const maxCachedServers = 4096
 
 // Handler serves MCP over streamable HTTP. It must run behind httpapi's authentication
-// (Register mounts it with HandleRaw): it checks the caller may act for the agent in the
+// (Register mounts it with HandleRawOp): it checks the caller may act for the agent in the
 // path (403 otherwise) and hands the request to a server bound to that agent.
 //
 // Requests are served statelessly (no Mcp-Session-Id): every request is authorized and bound
