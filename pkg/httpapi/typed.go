@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/danielgtaylor/huma/v2/adapters/humago"
@@ -531,6 +532,15 @@ func detailMessage(op *huma.Operation, d *huma.ErrorDetail) string {
 		return fmt.Sprintf("%s must be an integer, got %q", name, got)
 	case sch.Type == "boolean":
 		return fmt.Sprintf("%s must be true or false, got %q", name, got)
+	case sch.Type == "string" && (sch.MinLength != nil || sch.MaxLength != nil) && strings.Contains(d.Message, "length"):
+		lo, hi := 0, 0
+		if sch.MinLength != nil {
+			lo = *sch.MinLength
+		}
+		if sch.MaxLength != nil {
+			hi = *sch.MaxLength
+		}
+		return fmt.Sprintf("%s must be %d to %d characters long, got %d", name, lo, hi, utf8.RuneCountInString(got))
 	}
 	return fmt.Sprintf("%s (%s) %s, got %q", name, where, d.Message, got)
 }

@@ -105,7 +105,7 @@ type promptFilesBody struct {
 
 type promptFilesInput struct {
 	httpapi.AgentPath
-	RequestID string `header:"X-Request-Id" maxLength:"128" doc:"Kept in the files' history as the change's ref."`
+	RequestID string `header:"X-Request-Id" doc:"Kept in the files' history as the change's ref (its first 128 bytes)."`
 	Body      promptFilesBody
 }
 

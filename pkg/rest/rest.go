@@ -79,7 +79,7 @@ type FileParams struct {
 type WriteParams struct {
 	FileParams
 	IfMatch   string `header:"If-Match" example:"\"3\"" doc:"The version the change applies to (the ETag of a read); a stale one gets 409. 0 on PUT means create only. Absent or * means any."`
-	RequestID string `header:"X-Request-Id" maxLength:"128" doc:"Kept in the file's history as the change's ref."`
+	RequestID string `header:"X-Request-Id" doc:"Kept in the file's history as the change's ref (its first 128 bytes, control characters removed)."`
 }
 
 // ctxCheck checks the caller may act for the agent and refuses a name that ends in the

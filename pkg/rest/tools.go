@@ -57,7 +57,7 @@ type toolsInput struct {
 type toolCallInput struct {
 	httpapi.AgentPath
 	ToolName   string           `path:"toolName" example:"read_workspace_memory_file" doc:"A tool name from listTools."`
-	ToolCallID string           `header:"X-Tool-Call-Id" maxLength:"128" doc:"The model's tool call id, kept in the file history."`
-	RequestID  string           `header:"X-Request-Id" maxLength:"128" doc:"Kept in the file history when X-Tool-Call-Id is absent."`
+	ToolCallID string           `header:"X-Tool-Call-Id" doc:"The model's tool call id, kept in the file history (its first 128 bytes)."`
+	RequestID  string           `header:"X-Request-Id" doc:"Kept in the file history when X-Tool-Call-Id is absent (its first 128 bytes)."`
 	Body       *json.RawMessage `doc:"The tool's arguments, a JSON object; none for tools without arguments."`
 }
