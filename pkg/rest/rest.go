@@ -360,10 +360,6 @@ func (h wsHandlers) patchAgent(ctx context.Context, in *agentInput) (*httpapi.Re
 	return httpapi.OK(viewAgent(a)), nil
 }
 
-// headerRef reads the first of the named headers that is set, made fit for the history's
-// ref column (httpapi.HeaderRef, the same as MCP).
-func headerRef(r *http.Request, names ...string) string { return httpapi.HeaderRef(r.Header, names...) }
-
 func deref[T any](p *T) T {
 	var zero T
 	if p == nil {
