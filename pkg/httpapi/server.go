@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -165,7 +166,11 @@ func (s *Server) document(pattern, summary string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.api.OpenAPI().AddOperation(op)
+	oa := s.api.OpenAPI()
+	if !slices.ContainsFunc(oa.Tags, func(t *huma.Tag) bool { return t.Name == "Other" }) {
+		oa.Tags = append(oa.Tags, &huma.Tag{Name: "Other", Description: "Routes registered without a typed contract: summary only."})
+	}
+	oa.AddOperation(op)
 }
 
 func (s *Server) wrap(pattern string, h Handler) http.Handler {

@@ -178,7 +178,8 @@ func newAPI(s *Server) huma.API {
 			OpenAPI: "3.1.0",
 			Info: &huma.Info{Title: "MateMemory API", Version: "1",
 				Description: "Agent memory over REST: workspace files with versions, conversation messages, memory search, the context window, the extraction pipeline and cron jobs. " +
-					"Every answer is the envelope {\"code\":<status>,\"msg\":\"...\",\"data\":...}; errors carry a message that says what was wrong.",
+					"Every answer is the envelope `{\"code\":200,\"data\":...}` (errors: `{\"code\":404,\"msg\":\"...\"}`), its code the HTTP status; an error's message says what was wrong. " +
+					"Generated from the handlers' Go types; see docs/api.md in the repository.",
 				License: &huma.License{Name: "Apache-2.0", URL: "https://www.apache.org/licenses/LICENSE-2.0"}},
 			Servers: []*huma.Server{{URL: "http://127.0.0.1:8080", Description: "The all-in-one service on its default address (make run)"}},
 			Components: &huma.Components{
@@ -187,7 +188,7 @@ func newAPI(s *Server) huma.API {
 					Description: "An API key from mate.auth.keys (MATE_AUTH_KEYS), scoped to agents or admin. Without configured keys (loopback development mode) none is needed."}},
 			},
 			Security: []map[string][]string{{"bearer": {}}},
-			Tags:     apiTags,
+			Tags:     apiTags(),
 		},
 		Formats:       map[string]huma.Format{"application/json": jsonFormat, "json": jsonFormat},
 		DefaultFormat: "application/json",
@@ -242,20 +243,22 @@ func upperFirst(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-var apiTags = []*huma.Tag{
-	{Name: "Workspace", Description: "An agent's memory files: read, write with compare-and-swap (If-Match), history and rollback, and the system-prompt injection."},
-	{Name: "Agents", Description: "Agents and their settings."},
-	{Name: "Messages", Description: "Conversation messages, the short-term history chat services store."},
-	{Name: "Recall", Description: "Search over an agent's memory files."},
-	{Name: "Tools", Description: "The workspace memory tools as OpenAI function definitions, and their execution."},
-	{Name: "Context", Description: "The context window assembled before an LLM call."},
-	{Name: "Pipeline", Description: "Conversation-completed events, manual extraction and consolidation, the run ledger."},
-	{Name: "Cron jobs", Description: "Scheduled memory tasks."},
-	{Name: "Admin", Description: "Operator endpoints (an admin key): dead letters."},
-	{Name: "MateClaw", Description: "MateClaw-compatible workspace routes (WorkspaceFileController): same service, MateClaw's paths and field names, 200 on create."},
-	{Name: "MCP", Description: "The Model Context Protocol over streamable HTTP."},
-	{Name: "Service", Description: "Health, readiness, metrics and this document."},
-	{Name: "Other", Description: "Routes registered without a typed contract (Server.Handle, HandleRaw): summary only."},
+// apiTags are the document's tags, in the order the reference shows them.
+func apiTags() []*huma.Tag {
+	return []*huma.Tag{
+		{Name: "Workspace", Description: "An agent's memory files: read, write with compare-and-swap (If-Match), history and rollback, and the system-prompt injection."},
+		{Name: "Agents", Description: "Agents and their settings."},
+		{Name: "Messages", Description: "Conversation messages, the short-term history chat services store."},
+		{Name: "Recall", Description: "Search over an agent's memory files."},
+		{Name: "Tools", Description: "The workspace memory tools as OpenAI function definitions, and their execution."},
+		{Name: "Context", Description: "The context window assembled before an LLM call."},
+		{Name: "Pipeline", Description: "Conversation-completed events, manual extraction and consolidation, the run ledger."},
+		{Name: "Cron jobs", Description: "Scheduled memory tasks."},
+		{Name: "Admin", Description: "Operator endpoints (an admin key): dead letters."},
+		{Name: "MateClaw", Description: "MateClaw-compatible workspace routes (WorkspaceFileController): same service, MateClaw's paths and field names, 200 on create."},
+		{Name: "MCP", Description: "The Model Context Protocol over streamable HTTP."},
+		{Name: "Service", Description: "Health, readiness, metrics and this document."},
+	}
 }
 
 // jsonFormat writes JSON without HTML escaping and reads request bodies strictly.
