@@ -110,11 +110,16 @@ func compile(path string) route {
 // each response is recorded whole before it is sent on.
 func (v *Validator) Wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reqBody, err := readBody(r)
+		if err != nil {
+			v.t.Errorf("read the request body: %v", err)
+			return
+		}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, r)
 		resp := rec.Result()
 		body := rec.Body.Bytes()
-		if msg := v.check(r, resp, body); msg != "" {
+		if msg := v.check(r, reqBody, resp, body); msg != "" {
 			v.t.Errorf("%s %s answered %d against the OpenAPI document: %s\nbody: %.600s", r.Method, r.URL.Path, resp.StatusCode, msg, body)
 		}
 		for k, vals := range rec.Header() {
@@ -135,6 +140,10 @@ func Serve(t testing.TB, s *httpapi.Server) *httptest.Server {
 
 // RoundTrip sends req and validates the response.
 func (v *Validator) RoundTrip(req *http.Request) (*http.Response, error) {
+	reqBody, err := readBody(req)
+	if err != nil {
+		return nil, err
+	}
 	resp, err := v.next.RoundTrip(req)
 	if err != nil {
 		return resp, err
@@ -145,14 +154,27 @@ func (v *Validator) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(body))
-	if msg := v.check(req, resp, body); msg != "" {
+	if msg := v.check(req, reqBody, resp, body); msg != "" {
 		v.t.Errorf("%s %s answered %d against the OpenAPI document: %s\nbody: %.600s", req.Method, req.URL.Path, resp.StatusCode, msg, body)
 	}
 	return resp, nil
 }
 
-// check returns what is wrong with resp, or "".
-func (v *Validator) check(req *http.Request, resp *http.Response, body []byte) string {
+// readBody reads r's body and puts it back, for the request's validation.
+func readBody(r *http.Request) ([]byte, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, nil
+	}
+	b, err := io.ReadAll(r.Body)
+	r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	return b, err
+}
+
+// check returns what is wrong with the exchange, or "": the response must be one the
+// operation documents; a request the server accepted (2xx) must be one the document allows,
+// or a client generated from it could not send it.
+func (v *Validator) check(req *http.Request, reqBody []byte, resp *http.Response, body []byte) string {
 	var (
 		rt     *route
 		values []string
@@ -200,6 +222,17 @@ func (v *Validator) check(req *http.Request, resp *http.Response, body []byte) s
 	}
 	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
 		return err.Error()
+	}
+	if resp.StatusCode >= 300 {
+		return ""
+	}
+	rin := *in.RequestValidationInput
+	r2 := req.Clone(context.Background())
+	r2.Body = io.NopCloser(bytes.NewReader(reqBody))
+	rin.Request = r2
+	rin.Options = &openapi3filter.Options{MultiError: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}
+	if err := openapi3filter.ValidateRequest(context.Background(), &rin); err != nil {
+		return "the server accepted a request the document refuses: " + err.Error()
 	}
 	return ""
 }

@@ -86,3 +86,33 @@ func TestValidatorCatchesDrift(t *testing.T) {
 		}
 	}
 }
+
+// TestValidatorCatchesLaxRequests: a request the server accepts but the document refuses
+// (a field the document calls required) fails, since a generated client could not send it.
+func TestValidatorCatchesLaxRequests(t *testing.T) {
+	s := httpapi.New(httpapi.NewAuthenticator(nil), prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	type in struct {
+		Body struct {
+			Name *string `json:"name"`
+		}
+	}
+	httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: "/api/v1/things", OperationID: "createThing",
+		Summary: "Create a thing", Tags: []string{"Agents"}},
+		func(_ context.Context, in *in) (*httpapi.Response[thing], error) {
+			return httpapi.OK(thing{Name: "a"}), nil
+		})
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	for body, complaint := range map[string]string{`{"name":"a"}`: "", `{}`: "name"} {
+		r := &recorder{TB: t}
+		resp, err := apitest.New(r, s, nil).Client().Post(ts.URL+"/api/v1/things", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		got := strings.Join(r.errs, "\n")
+		if complaint == "" && got != "" || complaint != "" && !strings.Contains(got, complaint) {
+			t.Errorf("%s: validator said %q, want a complaint about %q", body, got, complaint)
+		}
+	}
+}
