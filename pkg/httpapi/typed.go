@@ -93,6 +93,10 @@ const (
 	// MetaAlso lists the other 2xx statuses an operation answers with the same body
 	// ([]int: 201 when a PUT created the file, 202 when a wait ran out).
 	MetaAlso = "matememory.also"
+	// MetaParamDoc adds rules to parameters' schemas in the document only
+	// (map[string]func(*huma.Schema), by parameter name): rules the service checks with
+	// clearer messages than a pattern mismatch (a workspace filename's pattern).
+	MetaParamDoc = "matememory.paramdoc"
 	// MetaFallback is the 405 message for a request to the rest route of a suffix
 	// operation's method without the suffix (POST on a file).
 	MetaFallback = "matememory.fallback"
@@ -159,6 +163,17 @@ type docAPI struct{ huma.API }
 
 func (d docAPI) DocumentOperation(op *huma.Operation) {
 	delete(op.Responses, "422")
+	if docs, _ := op.Metadata[MetaParamDoc].(map[string]func(*huma.Schema)); docs != nil {
+		for i, p := range op.Parameters {
+			if f := docs[p.Name]; f != nil && p.Schema != nil {
+				// A copy: the schema huma validates the parameter with stays as declared.
+				pc, sc := *p, *p.Schema
+				f(&sc)
+				pc.Schema = &sc
+				op.Parameters[i] = &pc
+			}
+		}
+	}
 	also, _ := op.Metadata[MetaAlso].([]int)
 	if def := op.Responses[strconv.Itoa(op.DefaultStatus)]; def != nil {
 		for _, c := range also {

@@ -27,7 +27,7 @@ import (
 func registerMateClaw(s *httpapi.Server, h wsHandlers) {
 	const base = "/api/v1/agents/{agentId}/workspace"
 	tags := []string{"MateClaw"}
-	rest := map[string]any{httpapi.MetaRest: "filename"}
+	rest := map[string]any{httpapi.MetaRest: "filename", httpapi.MetaParamDoc: filenameDoc}
 	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: base + "/files", OperationID: "mateclawListFiles", Tags: tags,
 		Summary: "MateClaw: the agent's files without content, by sort order then name", Errors: []int{403}}, h.mcList)
 	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: base + "/files/{filename}", OperationID: "mateclawGetFile", Tags: tags,

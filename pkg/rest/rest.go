@@ -12,6 +12,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/httpapi"
 	"github.com/matememory/matememory/pkg/store"
+	"github.com/matememory/matememory/pkg/tool"
 	"github.com/matememory/matememory/pkg/workspace"
 )
 
@@ -25,7 +26,7 @@ func RegisterWorkspace(s *httpapi.Server, ws *workspace.Service) {
 	h := wsHandlers{ws: ws}
 	const files = "/api/v1/agents/{agentId}/files"
 	tags := []string{"Workspace"}
-	rest := map[string]any{httpapi.MetaRest: "filename"}
+	rest := map[string]any{httpapi.MetaRest: "filename", httpapi.MetaParamDoc: filenameDoc}
 	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: files, OperationID: "listFiles", Tags: tags,
 		Summary: "List an agent's workspace files", Description: "Without content, sorted by sort_order then name; ?prefix= filters by name prefix.",
 		Errors: []int{403}}, h.list)
@@ -34,7 +35,7 @@ func RegisterWorkspace(s *httpapi.Server, ws *workspace.Service) {
 		Errors: []int{403, 404, 405}}, h.get)
 	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: files + "/{filename}/history", OperationID: "getFileHistory", Tags: tags,
 		Summary: "List a file's previous versions", Description: "Newest first, each with its content, action, actor and ref (the X-Request-Id or tool call id of the change).",
-		Metadata: map[string]any{httpapi.MetaRest: "filename", httpapi.MetaSuffix: "history"},
+		Metadata: map[string]any{httpapi.MetaRest: "filename", httpapi.MetaSuffix: "history", httpapi.MetaParamDoc: filenameDoc},
 		Errors:   []int{403, 404}}, h.history)
 	httpapi.Register(s, huma.Operation{Method: http.MethodPut, Path: files + "/{filename}", OperationID: "writeFile", Tags: tags,
 		Summary:     "Create or replace a file's content",
@@ -49,7 +50,7 @@ func RegisterWorkspace(s *httpapi.Server, ws *workspace.Service) {
 		Metadata: rest, Errors: []int{403, 404, 405, 409}}, h.delete)
 	httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: files + "/{filename}/rollback", OperationID: "rollbackFile", Tags: tags,
 		Summary: "Make a previous version of a file current again", Description: "The version comes from …/history; If-Match optional.",
-		Metadata: map[string]any{httpapi.MetaRest: "filename", httpapi.MetaSuffix: "rollback",
+		Metadata: map[string]any{httpapi.MetaRest: "filename", httpapi.MetaSuffix: "rollback", httpapi.MetaParamDoc: filenameDoc,
 			httpapi.MetaFallback: "POST is not supported on a file; use PUT to write it, or POST …/{filename}/rollback"},
 		Errors: []int{403, 404, 409}}, h.rollback)
 	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: "/api/v1/agents/{agentId}/system-prompt", OperationID: "getSystemPrompt", Tags: tags,
@@ -65,6 +66,13 @@ func RegisterWorkspace(s *httpapi.Server, ws *workspace.Service) {
 	registerMateClaw(s, h)
 }
 
+// filenameDoc documents a filename parameter with the workspace's rules as the tools' JSON
+// Schema states them (tool.FilenamePattern); the service checks them, with messages that say
+// which rule a name broke.
+var filenameDoc = map[string]func(*huma.Schema){"filename": func(s *huma.Schema) {
+	s.Pattern = tool.FilenamePattern // a drive prefix (C:) is refused too, as the description says
+}}
+
 type wsHandlers struct {
 	ws *workspace.Service
 }
@@ -72,7 +80,7 @@ type wsHandlers struct {
 // FileParams addresses one file (the parameters of a file operation).
 type FileParams struct {
 	httpapi.AgentPath
-	Filename string `path:"filename" minLength:"1" maxLength:"256" example:"memory/2026-04-01.md" doc:"The file's name: a relative path ending in .md; it may contain '/' (send it as is or percent-encoded), never '.', '..' or empty segments."`
+	Filename string `path:"filename" minLength:"1" maxLength:"256" example:"memory/2026-04-01.md" doc:"The file's name: a relative path ending in .md; it may contain '/' (send it as is or percent-encoded), never '.', '..', empty segments, a backslash, a drive prefix (C:) or control characters."`
 }
 
 // WriteParams are the parameters of a change to a file: its precondition and the caller's request id.
