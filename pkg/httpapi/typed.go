@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"reflect"
 	"slices"
@@ -128,20 +129,19 @@ func Register[I, O any](s *Server, op huma.Operation, h func(context.Context, *I
 	for _, c := range op.Errors {
 		errs[c] = true
 	}
-	op.Errors = op.Errors[:0]
-	for c := range errs {
-		op.Errors = append(op.Errors, c)
-	}
+	op.Errors = slices.Sorted(maps.Keys(errs))
 	huma.Register(s.api, op, func(ctx context.Context, in *I) (*O, error) {
 		out, err := h(ctx, in)
 		if err != nil {
-			return nil, s.errorEnvelope(ctx, op, err)
+			return nil, s.errorEnvelope(op, err)
 		}
 		return out, nil
 	})
 }
 
-func (s *Server) errorEnvelope(ctx context.Context, op huma.Operation, err error) error {
+// errorEnvelope classifies a handler's error into the envelope (with the headers an *Error
+// carries: WWW-Authenticate, Retry-After) and logs server errors.
+func (s *Server) errorEnvelope(op huma.Operation, err error) error {
 	st, msg := Classify(err)
 	if st >= 500 {
 		s.log.Error("request failed", "operation", op.OperationID, "err", err)
