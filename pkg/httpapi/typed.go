@@ -194,8 +194,7 @@ func newAPI(s *Server) huma.API {
 			Info: &huma.Info{Title: "MateMemory API", Version: "1",
 				Description: "Agent memory over REST: workspace files with versions, conversation messages, memory search, the context window, the extraction pipeline and cron jobs. " +
 					"Every answer is the envelope `{\"code\":200,\"data\":...}` (errors: `{\"code\":404,\"msg\":\"...\"}`), its code the HTTP status; an error's message says what was wrong. " +
-					"Generated from the handlers' Go types; see docs/api.md in the repository.",
-				License: &huma.License{Name: "Apache-2.0", URL: "https://www.apache.org/licenses/LICENSE-2.0"}},
+					"Generated from the handlers' Go types; see docs/api.md in the repository."},
 			Servers: []*huma.Server{{URL: "http://127.0.0.1:8080", Description: "The all-in-one service on its default address (make run)"}},
 			Components: &huma.Components{
 				Schemas: huma.NewMapRegistry("#/components/schemas/", schemaName),
