@@ -17,9 +17,9 @@ const DefaultPrefixRecheck = 5 * time.Minute
 // The invariant that makes the memo sound: the service only appends to mate_message, and a
 // row's id is larger than every id committed before it in its conversation (SQLite by
 // construction: one writer, the id assigned inside the write lock; MySQL/MariaDB as long as
-// one conversation's messages are not stored by two transactions at once, which the chat
-// service's turn order and the summarizer's per-agent lease give). A prefix that was exact
-// once therefore stays exact. What the service does not do, an operator might: deleting the
+// one conversation's messages are not stored by two transactions at the same moment, as a
+// chat service storing its turns one after another does). A prefix that was exact once
+// therefore stays exact. What the service does not do, an operator might: deleting the
 // oldest messages (a retention job) is seen at once, by the conversation's first id; any
 // other out-of-band change (a row deleted or edited in the middle, a late commit of a
 // concurrent insert on MySQL) is seen by the count made again once recheck has passed.
