@@ -64,9 +64,9 @@ type llmProvider struct {
 // the part of the prompt that grew with it (issue 14).
 const dailyTailRunes = 800
 
-// DailyTail returns the end of a daily note, at most max runes, cut at a line start, with a
+// dailyTail returns the end of a daily note, at most max runes, cut at a line start, with a
 // line saying how many earlier lines were left out (in the agent's language).
-func DailyTail(language, daily string, max int) string {
+func dailyTail(language, daily string, max int) string {
 	if utf8.RuneCountInString(daily) <= max {
 		return daily
 	}
@@ -100,7 +100,7 @@ func (p *llmProvider) extract(ctx context.Context, in extractInput) (extractOutp
 		transcript = guard.Redact(transcript)
 	}
 	user, err := p.prompts.Render(prompt.SummarizeUser, in.Language, map[string]string{
-		"date": in.Date, "profile": in.Profile, "memory": in.Memory, "daily": DailyTail(in.Language, in.Daily, dailyTailRunes),
+		"date": in.Date, "profile": in.Profile, "memory": in.Memory, "daily": dailyTail(in.Language, in.Daily, dailyTailRunes),
 		"transcript": transcript, "conversation_count": strconv.Itoa(in.Conversations),
 		"message_count": strconv.Itoa(len(in.Messages)),
 	})

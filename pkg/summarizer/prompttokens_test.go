@@ -16,7 +16,7 @@ import (
 
 func TestDailyTail(t *testing.T) {
 	short := "# 2026-12-01\n\n- 一\n"
-	if got := DailyTail("zh", short, 100); got != short {
+	if got := dailyTail("zh", short, 100); got != short {
 		t.Fatalf("a short note changed: %q", got)
 	}
 	var b strings.Builder
@@ -26,7 +26,7 @@ func TestDailyTail(t *testing.T) {
 	}
 	note := b.String()
 	for _, lang := range []string{"zh", "en"} {
-		got := DailyTail(lang, note, 200)
+		got := dailyTail(lang, note, 200)
 		head, rest, ok := strings.Cut(got, "\n")
 		if !ok || !strings.HasPrefix(head, "…") || !strings.HasSuffix(note, rest) {
 			t.Fatalf("%s: not a marked tail of the note: %q", lang, got)
