@@ -144,7 +144,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	if err := a.setupTracing(ctx); err != nil {
 		return nil, err
 	}
-	db, err := store.Open(m.Database.Driver, m.Database.DSN, m.DataDir)
+	db, err := store.Open(m.Database.Driver, m.Database.DSN, m.DataDir, store.WithSQLiteSynchronous(m.Database.SQLiteSynchronous))
 	if err != nil {
 		return nil, err
 	}

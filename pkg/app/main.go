@@ -47,7 +47,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger, defaultTarg
 
 // migrateDB applies pending migrations (apply) and lists them all.
 func migrateDB(ctx context.Context, cfg config.Config, apply bool, stdout, stderr io.Writer) int {
-	db, err := store.Open(cfg.Mate.Database.Driver, cfg.Mate.Database.DSN, cfg.Mate.DataDir)
+	db, err := store.Open(cfg.Mate.Database.Driver, cfg.Mate.Database.DSN, cfg.Mate.DataDir, store.WithSQLiteSynchronous(cfg.Mate.Database.SQLiteSynchronous))
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1

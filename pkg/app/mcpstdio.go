@@ -44,7 +44,7 @@ func mcpStdio(ctx context.Context, cfg config.Config, log *slog.Logger, args []s
 		cfg.Mate.Language = *language
 	}
 	m := cfg.Mate
-	db, err := store.Open(m.Database.Driver, m.Database.DSN, m.DataDir)
+	db, err := store.Open(m.Database.Driver, m.Database.DSN, m.DataDir, store.WithSQLiteSynchronous(m.Database.SQLiteSynchronous))
 	if err != nil {
 		fmt.Fprintln(errOut, "mcp-stdio:", err)
 		return 1

@@ -110,7 +110,7 @@ func TestMCPStdio(t *testing.T) {
 	}
 
 	// The change is in the configured database, made as a tool change.
-	db, err := store.Open(cfg.Mate.Database.Driver, cfg.Mate.Database.DSN, cfg.Mate.DataDir)
+	db, err := store.Open(cfg.Mate.Database.Driver, cfg.Mate.Database.DSN, cfg.Mate.DataDir, store.WithSQLiteSynchronous(cfg.Mate.Database.SQLiteSynchronous))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -155,7 +155,7 @@ func reindex(ctx context.Context, cfg config.Config, log *slog.Logger, args []st
 // (so it runs beside a live all-in-one process, whose embedded NATS store is locked).
 func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error) {
 	a := &App{Opts: Options{Config: cfg, Log: log}, Cfg: cfg, Log: log}
-	db, err := store.Open(cfg.Mate.Database.Driver, cfg.Mate.Database.DSN, cfg.Mate.DataDir)
+	db, err := store.Open(cfg.Mate.Database.Driver, cfg.Mate.Database.DSN, cfg.Mate.DataDir, store.WithSQLiteSynchronous(cfg.Mate.Database.SQLiteSynchronous))
 	if err != nil {
 		return nil, err
 	}

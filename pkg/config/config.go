@@ -70,6 +70,12 @@ type Database struct {
 	Driver string `yaml:"driver"`
 	// DSN is the driver's data source name; empty means <data-dir>/matememory.db for sqlite.
 	DSN string `yaml:"dsn"`
+	// SQLiteSynchronous is SQLite's synchronous pragma: "full" (the default) fsyncs the WAL
+	// at every commit, as the embedded NATS server fsyncs every write, so a power loss loses
+	// no acknowledged change; "normal" skips that fsync and may lose the last commits on a
+	// power loss (not on a process crash). Ignored for mysql and for a DSN with its own
+	// _pragma parameters.
+	SQLiteSynchronous string `yaml:"sqlite-synchronous"`
 }
 
 // NATS configures the broker. An empty URL starts an embedded server.
@@ -270,7 +276,7 @@ func Default() Config {
 		Timezone: "Local",
 		HTTP: HTTP{Addr: "127.0.0.1:8080", ReadTimeoutSeconds: 30, WriteTimeoutSeconds: 330,
 			IdleTimeoutSeconds: 120, MaxConnections: 1024},
-		Database: Database{Driver: "sqlite"},
+		Database: Database{Driver: "sqlite", SQLiteSynchronous: "full"},
 		NATS: NATS{
 			Replicas:          1,
 			StreamMaxAgeHours: 14 * 24,

@@ -45,6 +45,11 @@ func (c Config) Validate() error {
 	default:
 		bad("mate.database.driver", "%q is not supported; accepted: sqlite, mysql", m.Database.Driver)
 	}
+	switch m.Database.SQLiteSynchronous {
+	case "full", "normal":
+	default:
+		bad("mate.database.sqlite-synchronous", "%q is not supported; accepted: full (fsync at every commit, the default), normal (faster, may lose the last commits on a power loss)", m.Database.SQLiteSynchronous)
+	}
 	if m.NATS.EmbeddedListen != "" {
 		if _, _, err := net.SplitHostPort(m.NATS.EmbeddedListen); err != nil {
 			bad("mate.nats.embedded-listen", "%q is not host:port; leave empty for in-process only", m.NATS.EmbeddedListen)

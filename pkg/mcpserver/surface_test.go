@@ -291,12 +291,15 @@ func testHTTPResourceNotifications(t *testing.T, version string) {
 	}
 }
 
+// drain empties both channels and returns once nothing more has arrived for 300 ms: the
+// notifications of earlier changes (the agent's seeded files among them) are sent
+// asynchronously and may still be on their way.
 func drain(a chan struct{}, b chan string) {
 	for {
 		select {
 		case <-a:
 		case <-b:
-		default:
+		case <-time.After(300 * time.Millisecond):
 			return
 		}
 	}

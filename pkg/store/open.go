@@ -2,18 +2,21 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/glebarez/sqlite"
 	mysqldrv "github.com/go-sql-driver/mysql"
+	"github.com/libtnb/sqlite"
 	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+	moderncsqlite "modernc.org/sqlite"
 )
 
 // Option adjusts Open.
@@ -21,6 +24,18 @@ type Option func(*options)
 
 type options struct {
 	statementTimeout time.Duration
+	sqliteSync       string
+}
+
+// WithSQLiteSynchronous sets SQLite's synchronous pragma, "full" (the default: the WAL is
+// fsynced at every commit) or "normal" (no fsync at commit: a power loss may lose the last
+// commits). A DSN with its own _pragma parameters keeps them.
+func WithSQLiteSynchronous(mode string) Option {
+	return func(o *options) {
+		if mode != "" {
+			o.sqliteSync = mode
+		}
+	}
 }
 
 // WithStatementTimeout sets the deadline given to a statement whose context has none
@@ -33,7 +48,7 @@ func WithStatementTimeout(d time.Duration) Option {
 // an empty dsn means <dataDir>/matememory.db. Times are stored in UTC. Every statement gets
 // a deadline (see Watch) and, on MySQL, the driver's read and write timeouts (MySQLConfig).
 func Open(driver, dsn, dataDir string, opts ...Option) (*gorm.DB, error) {
-	o := options{statementTimeout: DefaultStatementTimeout}
+	o := options{statementTimeout: DefaultStatementTimeout, sqliteSync: "full"}
 	for _, fn := range opts {
 		fn(&o)
 	}
@@ -50,21 +65,27 @@ func Open(driver, dsn, dataDir string, opts ...Option) (*gorm.DB, error) {
 			}
 			dsn = "file:" + filepath.Join(dataDir, "matememory.db")
 		}
-		dsn = sqliteDSN(dsn)
-		db, err := gorm.Open(sqlite.Open(dsn), gcfg)
+		dsn, err := sqliteDSN(dsn, o.sqliteSync)
+		if err != nil {
+			return nil, err
+		}
+		conn, err := moderncsqlite.NewConnector(dsn)
 		if err != nil {
 			return nil, fmt.Errorf("open sqlite %s: %w", dsn, err)
 		}
-		sqlDB, err := db.DB()
+		sqlDB := sql.OpenDB(cachingConnector{conn})
+		// WAL lets readers run beside the one writer; immediate transactions plus a busy
+		// timeout make writers queue instead of failing with SQLITE_BUSY.
+		sqlDB.SetMaxOpenConns(8)
+		sqlDB.SetMaxIdleConns(8) // an idle connection keeps its prepared statements
+		db, err := gorm.Open(sqlite.New(sqlite.Config{Conn: sqlDB}), gcfg)
 		if err != nil {
-			return nil, err
+			_ = sqlDB.Close()
+			return nil, fmt.Errorf("open sqlite %s: %w", dsn, err)
 		}
 		if err := db.Use(NewWatch(o.statementTimeout)); err != nil {
 			return nil, err
 		}
-		// WAL lets readers run beside the one writer; immediate transactions plus a busy
-		// timeout make writers queue instead of failing with SQLITE_BUSY.
-		sqlDB.SetMaxOpenConns(8)
 		return db, nil
 	case "mysql":
 		cfg, err := MySQLConfig(dsn)
@@ -101,7 +122,13 @@ const (
 )
 
 // MySQLConfig parses dsn and completes it the way Open connects: parseTime, UTC, utf8mb4,
-// and the driver's dial, read and write timeouts unless the DSN sets them.
+// the driver's dial, read and write timeouts unless the DSN sets them, and
+// interpolateParams=true unless the DSN sets it or another charset.
+//
+// interpolateParams has the driver put the arguments into the statement text (escaped for
+// the connection's charset) instead of preparing it on the server, running and closing it:
+// one round trip per statement instead of three (issue 14 measured −23 % CPU, −17 % p50 per
+// event on MariaDB).
 func MySQLConfig(dsn string) (*mysqldrv.Config, error) {
 	cfg, err := mysqldrv.ParseDSN(dsn)
 	if err != nil {
@@ -115,6 +142,14 @@ func MySQLConfig(dsn string) (*mysqldrv.Config, error) {
 	if _, ok := cfg.Params["charset"]; !ok {
 		cfg.Params["charset"] = "utf8mb4"
 	}
+	if !strings.Contains(dsn, "interpolateParams=") {
+		switch cfg.Params["charset"] {
+		case "utf8mb4", "utf8", "utf8mb3":
+			// escaping is exact for these; some multi-byte charsets (gbk, big5, sjis)
+			// can hide a backslash, so a DSN naming one keeps server-side prepares
+			cfg.InterpolateParams = true
+		}
+	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = MySQLDialTimeout
 	}
@@ -127,15 +162,42 @@ func MySQLConfig(dsn string) (*mysqldrv.Config, error) {
 	return cfg, nil
 }
 
-func sqliteDSN(dsn string) string {
-	if strings.Contains(dsn, "_pragma=") {
-		return dsn
+// sqliteDSN completes dsn the way Open connects: times written as
+// "2006-01-02 15:04:05.999999999-07:00" and read back as time.Time (the format files written
+// by earlier versions hold), and, unless the DSN sets its own _pragma parameters, WAL, a
+// 10 s busy timeout, immediate transactions and the synchronous mode sync.
+func sqliteDSN(dsn, sync string) (string, error) {
+	path, rawQuery, _ := strings.Cut(dsn, "?")
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return "", fmt.Errorf("parse sqlite dsn %q: %w", dsn, err)
 	}
-	sep := "?"
-	if strings.Contains(dsn, "?") {
-		sep = "&"
+	var add []string
+	addIfMissing := func(key, value string) {
+		if !q.Has(key) {
+			add = append(add, key+"="+value)
+		}
 	}
-	return dsn + sep + "_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	addIfMissing("_time_format", "sqlite")
+	addIfMissing("_texttotime", "1")
+	addIfMissing("_inttotime", "1")
+	if !q.Has("_pragma") {
+		switch sync {
+		case "full", "normal":
+		default:
+			return "", fmt.Errorf("sqlite synchronous mode %q is not supported; accepted: full, normal", sync)
+		}
+		add = append(add, "_pragma=busy_timeout(10000)", "_pragma=journal_mode(WAL)",
+			"_pragma=synchronous("+strings.ToUpper(sync)+")")
+		addIfMissing("_txlock", "immediate")
+	}
+	if len(add) == 0 {
+		return dsn, nil
+	}
+	if rawQuery == "" {
+		return path + "?" + strings.Join(add, "&"), nil
+	}
+	return dsn + "&" + strings.Join(add, "&"), nil
 }
 
 // Ping checks the database answers.

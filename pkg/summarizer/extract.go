@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/openai/openai-go/v3"
 
@@ -57,6 +58,34 @@ type llmProvider struct {
 	redact bool
 }
 
+// dailyTailRunes bounds how much of today's daily note the extraction prompt carries. The
+// model needs the note only to avoid repeating what was already recorded today, and what it
+// is likely to repeat is the latest entries; the whole note grows through the day and was
+// the part of the prompt that grew with it (issue 14).
+const dailyTailRunes = 800
+
+// dailyTail returns the end of a daily note, at most max runes, cut at a line start, with a
+// line saying how many earlier lines were left out (in the agent's language).
+func dailyTail(language, daily string, max int) string {
+	if utf8.RuneCountInString(daily) <= max {
+		return daily
+	}
+	cut := len(daily)
+	for n := 0; n < max && cut > 0; n++ {
+		_, size := utf8.DecodeLastRuneInString(daily[:cut])
+		cut -= size
+	}
+	if i := strings.IndexByte(daily[cut:], '\n'); i >= 0 && cut+i+1 < len(daily) {
+		cut += i + 1 // start at a whole line
+	}
+	omitted := strings.Count(daily[:cut], "\n")
+	note := fmt.Sprintf("…（前面 %d 行从略）\n", omitted)
+	if language == "en" {
+		note = fmt.Sprintf("… (%d earlier lines left out)\n", omitted)
+	}
+	return note + daily[cut:]
+}
+
 // maxOutputTokens caps the output budget asked of the model.
 const maxOutputTokens = 16384
 
@@ -71,7 +100,7 @@ func (p *llmProvider) extract(ctx context.Context, in extractInput) (extractOutp
 		transcript = guard.Redact(transcript)
 	}
 	user, err := p.prompts.Render(prompt.SummarizeUser, in.Language, map[string]string{
-		"date": in.Date, "profile": in.Profile, "memory": in.Memory, "daily": in.Daily,
+		"date": in.Date, "profile": in.Profile, "memory": in.Memory, "daily": dailyTail(in.Language, in.Daily, dailyTailRunes),
 		"transcript": transcript, "conversation_count": strconv.Itoa(in.Conversations),
 		"message_count": strconv.Itoa(len(in.Messages)),
 	})

@@ -102,3 +102,86 @@ func BenchmarkAssemble(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAssembleScaling is the issue-14 target: context assembly with the summary cache
+// warm must not grow with the conversation. It stores conversations of 10,000 and 100,000
+// messages in one database, warms both (summaries computed by the fake LLM), then asks for
+// their windows in turn (maxInputTokens 8000, gpt-4o) and reports each one's p50 and p99 and
+// the ratio of the p99s, measured in the same run; "count" is the same with
+// WithPrefixRecheck(0), the stored prefix counted on every request (as before the memo).
+// Run:
+//
+//	go test ./pkg/window -run '^$' -bench AssembleScaling -benchtime=1x
+func BenchmarkAssembleScaling(b *testing.B) {
+	e := newEnv(b, storetest.SQLite(b))
+	if _, err := e.js.CreateStream(context.Background(), jetstream.StreamConfig{Name: bus.StreamEvents,
+		Subjects: []string{bus.SubjectSummarize + ".>"}}); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	sizes := []int{10000, 100000}
+	reqs := make([]Request, len(sizes))
+	for i, size := range sizes {
+		conv := fmt.Sprintf("scale-%d", size)
+		var msgs []conversation.Message
+		for j := 0; ; j++ {
+			ex := exchange(j, j%3 == 0, filler)
+			if len(msgs)+len(ex) > size {
+				break
+			}
+			for _, m := range ex {
+				m.AgentID, m.ConversationID = 1, conv
+				msgs = append(msgs, m)
+			}
+		}
+		for start := 0; start < len(msgs); start += 1000 {
+			if _, err := e.msgs.Add(ctx, msgs[start:min(start+1000, len(msgs))]...); err != nil {
+				b.Fatal(err)
+			}
+		}
+		reqs[i] = Request{AgentID: 1, ConversationID: conv, SystemPrompt: "你是助手。", UserMessage: "现在呢？",
+			Model: "gpt-4o", MaxInputTokens: 8000}
+	}
+	for _, v := range []struct {
+		name string
+		opts []Option
+	}{{"memo", nil}, {"count", []Option{WithPrefixRecheck(0)}}} {
+		r := e.replica("bench-"+v.name, replicaOpts{opts: v.opts})
+		for _, req := range reqs {
+			if _, err := r.svc.Assemble(ctx, req); err != nil {
+				b.Fatal(err)
+			}
+		}
+		calls := e.llm.Calls.Load()
+		const reps = 300
+		lat := make([][]time.Duration, len(sizes))
+		for j := 0; j < reps; j++ {
+			for k := range sizes {
+				start := time.Now()
+				res, err := r.svc.Assemble(ctx, reqs[k])
+				lat[k] = append(lat[k], time.Since(start))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.HistoryRead >= res.HistoryMessages {
+					b.Fatalf("%d messages: the warm request read the whole history", sizes[k])
+				}
+			}
+		}
+		if e.llm.Calls.Load() != calls {
+			b.Fatal("LLM called with a warm cache")
+		}
+		pct := func(l []time.Duration, p float64) float64 {
+			sort.Slice(l, func(i, j int) bool { return l[i] < l[j] })
+			return float64(l[int(p*float64(len(l)-1))].Microseconds()) / 1000
+		}
+		p99 := make([]float64, len(sizes))
+		for k, size := range sizes {
+			p99[k] = pct(lat[k], 0.99)
+			b.ReportMetric(pct(lat[k], 0.50), fmt.Sprintf("%s_p50_ms_%dk", v.name, size/1000))
+			b.ReportMetric(p99[k], fmt.Sprintf("%s_p99_ms_%dk", v.name, size/1000))
+		}
+		b.ReportMetric(p99[1]/p99[0], v.name+"_p99_ratio_100k/10k")
+		b.ReportMetric(float64(r.svc.Stats().PrefixesCounted), v.name+"_prefix_counts")
+	}
+}

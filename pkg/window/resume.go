@@ -61,6 +61,24 @@ func (h StoreHistory) List(ctx context.Context, agentID int64, conversationID st
 	return out, nil
 }
 
+// FirstIDer is implemented by a History that can tell a conversation's first stored
+// message id cheaply (an index seek). With it, a memorised prefix is checked on every
+// request against the oldest messages being deleted.
+type FirstIDer interface {
+	FirstID(ctx context.Context, agentID int64, conversationID string) (int64, error)
+}
+
+// FirstID implements FirstIDer: 0 for a conversation with no messages.
+func (h StoreHistory) FirstID(ctx context.Context, agentID int64, conversationID string) (int64, error) {
+	var first sql.NullInt64
+	err := h.DB.WithContext(ctx).Raw("SELECT MIN(id) FROM mate_message WHERE agent_id = ? AND conversation_id = ?",
+		agentID, conversationID).Row().Scan(&first)
+	if err != nil {
+		return 0, fmt.Errorf("first message of %s: %w", conversationID, err)
+	}
+	return first.Int64, nil
+}
+
 // CountUpTo implements PrefixCounter.
 func (h StoreHistory) CountUpTo(ctx context.Context, agentID int64, conversationID string, lastID int64) (int64, error) {
 	var n int64
@@ -96,8 +114,8 @@ func (s *Service) resume(ctx context.Context, a *assembly, base, trigger int) bo
 	if err != nil || hex.EncodeToString(chain[:16]) != he.H {
 		return false
 	}
-	n, err := pc.CountUpTo(ctx, a.req.AgentID, a.req.ConversationID, e.LastID)
-	if err != nil || n != int64(e.Covers) {
+	seen, ok := s.prefixExact(ctx, a, pc, e)
+	if !ok {
 		return false
 	}
 	rows, err := s.history.List(ctx, a.req.AgentID, a.req.ConversationID, e.LastID, 0)
@@ -124,6 +142,53 @@ func (s *Service) resume(ctx context.Context, a *assembly, base, trigger int) bo
 		return false // the whole history fits now (a larger budget): read it all
 	}
 	a.offset, a.pre, a.offsetTokens = e.Covers, &e, e.PrefixTokens
+	a.exactAt, a.firstID = seen.at, seen.firstID
 	copy(a.preChain[:], chain)
 	return true
+}
+
+// prefixExact reports whether the stored messages up to e.LastID are still exactly the
+// e.Covers messages e summarizes. A prefix this process found exact within the recheck
+// interval is trusted (prefixMemo says why that is sound) as long as the conversation's
+// first message is unchanged: one index seek instead of counting the whole prefix.
+// Otherwise the rows up to e.LastID are counted.
+func (s *Service) prefixExact(ctx context.Context, a *assembly, pc PrefixCounter, e summaryEntry) (prefixSeen, bool) {
+	key := prefixKey{ck: a.ck, lastID: e.LastID, covers: e.Covers, chain: e.Chain}
+	fi, hasFirst := s.history.(FirstIDer)
+	first := func() (int64, error) {
+		if !hasFirst {
+			return 0, nil
+		}
+		return fi.FirstID(ctx, a.req.AgentID, a.req.ConversationID)
+	}
+	now := s.now()
+	if seen, ok := s.prefixes.get(key); ok && now.Sub(seen.at) < s.recheck {
+		if id, err := first(); err == nil && id == seen.firstID {
+			s.stats.prefixTrusted.Add(1)
+			return seen, true
+		}
+	}
+	s.stats.prefixCounted.Add(1)
+	firstID, err := first()
+	if err != nil {
+		return prefixSeen{}, false
+	}
+	n, err := pc.CountUpTo(ctx, a.req.AgentID, a.req.ConversationID, e.LastID)
+	if err != nil || n != int64(e.Covers) {
+		s.prefixes.forget(key)
+		return prefixSeen{}, false
+	}
+	seen := prefixSeen{at: now, firstID: firstID}
+	s.prefixes.put(key, seen)
+	return seen, true
+}
+
+// rememberExact records a summary computed here from stored history as exact as of when
+// that history was known exact (read in full, or resumed from an exact prefix).
+func (s *Service) rememberExact(a *assembly, e summaryEntry) {
+	if a.req.Inline || a.exactAt.IsZero() || a.res.SkippedMessages > 0 || e.LastID <= 0 || s.recheck <= 0 {
+		return
+	}
+	s.prefixes.put(prefixKey{ck: a.ck, lastID: e.LastID, covers: e.Covers, chain: e.Chain},
+		prefixSeen{at: a.exactAt, firstID: a.firstID})
 }

@@ -175,6 +175,7 @@ func (s *Service) computeSummary(ctx context.Context, a *assembly, prev summaryE
 			Model: resp.Model, TokensIn: e.TokensIn + resp.TokensIn, TokensOut: e.TokensOut + resp.TokensOut,
 			Encoding: a.tk.Name(), PrefixTokens: a.offsetTokens + a.tokensOf(0, end), Chain: hex.EncodeToString(a.chain[end][:]),
 			Goal: goal}
+		s.rememberExact(a, e)
 		if end < to {
 			if s.cache != nil {
 				_ = s.cache.store(ctx, a.ck, a.chainHex(end), e)

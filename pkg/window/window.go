@@ -79,6 +79,8 @@ type Service struct {
 	warnLog     *ratelog.Logger
 	cache       *kvCache
 	counts      *countCache
+	prefixes    *prefixMemo
+	recheck     time.Duration
 	chunkTokens int
 	now         func() time.Time
 	stats       stats
@@ -125,6 +127,11 @@ func WithFailureTTL(d time.Duration) Option { return func(s *Service) { s.failTT
 // 12000); longer stretches are summarized in several incremental calls.
 func WithChunkTokens(n int) Option { return func(s *Service) { s.chunkTokens = n } }
 
+// WithPrefixRecheck is how long a stored prefix found exact (its rows counted against the
+// cached summary, or read in full) is trusted without counting it again (default
+// DefaultPrefixRecheck; 0 counts on every request, as before the memo).
+func WithPrefixRecheck(d time.Duration) Option { return func(s *Service) { s.recheck = d } }
+
 // WithClock replaces time.Now (tests).
 func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
 
@@ -142,7 +149,8 @@ func New(ctx context.Context, cfg config.Window, d Deps, opts ...Option) (*Servi
 	s := &Service{
 		cfg: cfg, js: d.JS, history: d.History, ws: d.Workspace, marks: d.Watermarks, llm: d.LLM,
 		prompts: d.Prompts, counter: d.Counter, log: d.Log,
-		counts: newCountCache(200_000), chunkTokens: 12000, now: time.Now,
+		counts: newCountCache(200_000), prefixes: newPrefixMemo(100_000), recheck: DefaultPrefixRecheck,
+		chunkTokens: 12000, now: time.Now,
 		bucket: Bucket, replicas: 1, lockTTL: 2 * time.Minute, failTTL: 30 * time.Second,
 	}
 	for _, o := range opts {
@@ -333,6 +341,11 @@ type assembly struct {
 	pre          *summaryEntry
 	preChain     [32]byte
 	offsetTokens int
+	// exactAt is when the stored history read is known to have been exactly the stored
+	// conversation (zero for inline history), and firstID its first row's id then: the
+	// summaries computed from it are recorded as exact as of then (prefixMemo).
+	exactAt time.Time
+	firstID int64
 }
 
 // Assemble builds the context window for req, compacting as the spec describes.
@@ -519,9 +532,13 @@ func (s *Service) loadHistory(ctx context.Context, a *assembly) error {
 		}
 	} else {
 		a.res.HistorySource = "store"
+		readAt := s.now()
 		rows, err := s.history.List(ctx, a.req.AgentID, a.req.ConversationID, 0, 0)
 		if err != nil {
 			return err
+		}
+		if len(rows) > 0 {
+			a.exactAt, a.firstID = readAt, rows[0].ID
 		}
 		a.hist = make([]item, 0, len(rows))
 		for _, row := range rows {
@@ -745,15 +762,20 @@ func conversationKey(agentID int64, conversationID, lang string) string {
 // Stats are counters for tests and diagnostics.
 type Stats struct {
 	LLMCalls, CacheHits, SharedHits, Flights, Degraded, Flushes int64
+	// PrefixesTrusted and PrefixesCounted: resumed requests whose stored prefix was taken
+	// as exact from the memo, and those that counted it.
+	PrefixesTrusted, PrefixesCounted int64
 }
 
 type stats struct {
 	llmCalls, cacheHits, sharedHits, flights, degraded, flushes atomic.Int64
+	prefixTrusted, prefixCounted                                atomic.Int64
 }
 
 // Stats returns the service's counters since start.
 func (s *Service) Stats() Stats {
 	return Stats{LLMCalls: s.stats.llmCalls.Load(), CacheHits: s.stats.cacheHits.Load(),
 		SharedHits: s.stats.sharedHits.Load(), Flights: s.stats.flights.Load(),
-		Degraded: s.stats.degraded.Load(), Flushes: s.stats.flushes.Load()}
+		Degraded: s.stats.degraded.Load(), Flushes: s.stats.flushes.Load(),
+		PrefixesTrusted: s.stats.prefixTrusted.Load(), PrefixesCounted: s.stats.prefixCounted.Load()}
 }

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -627,29 +628,78 @@ func TestSingleFlightProtocol(t *testing.T) {
 }
 
 // A cached summary is used for the stored prefix only while that prefix is exactly what it
-// summarized: when an early message disappears, the history is read in full again and the
-// changed content gets its own summary.
+// summarized. A warm request does not count the prefix (the memo, see prefixMemo): the
+// oldest messages deleted are seen at once, by the conversation's first id; any other
+// change to the prefix once the recheck interval has passed. Then the history is read in
+// full again and the changed content gets its own summary.
 func TestResumeFallsBackWhenStoredPrefixChanges(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db storetest.DB) {
-		e := newEnv(t, db)
-		r := e.replica("a", replicaOpts{})
-		stored := e.store(1, "c-prefix", 0, 40, filler)
-		_, probe, _ := r.post(t, 1, "c-prefix", body("嗯", 1_000_000, nil), false)
-		budget := probe.Tokens.Before * 2 / 3
-		_, first, _ := r.post(t, 1, "c-prefix", body("嗯", budget, nil), false)
-		_, again, _ := r.post(t, 1, "c-prefix", body("嗯", budget, nil), false)
-		if first.LLMCalls != 1 || again.HistoryRead >= again.HistoryMessages {
-			t.Fatalf("setup: first %+v again read %d", first.LLMCalls, again.HistoryRead)
-		}
-		if err := db.DB.Delete(&store.Message{}, stored[5].ID).Error; err != nil {
-			t.Fatal(err)
-		}
-		_, res, _ := r.post(t, 1, "c-prefix", body("嗯", budget, nil), false)
-		checkWindow(t, res, "嗯")
-		if res.HistoryRead != len(stored)-1 || res.HistoryMessages != len(stored)-1 || res.LLMCalls != 1 || res.CacheHit {
-			t.Fatalf("after the prefix changed: read %d of %d, calls %d, hit %v", res.HistoryRead, res.HistoryMessages, res.LLMCalls, res.CacheHit)
+		for _, tc := range []struct {
+			name   string
+			victim int
+			wait   time.Duration
+		}{
+			{"oldest message deleted", 0, 0},
+			{"middle message deleted", 5, DefaultPrefixRecheck},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				var skew atomic.Int64
+				now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+				e := newEnv(t, db)
+				r := e.replica("a", replicaOpts{opts: []Option{WithClock(now)}})
+				conv := fmt.Sprintf("c-prefix-%d", tc.victim)
+				stored := e.store(1, conv, 0, 40, filler)
+				_, probe, _ := r.post(t, 1, conv, body("嗯", 1_000_000, nil), false)
+				budget := probe.Tokens.Before * 2 / 3
+				_, first, _ := r.post(t, 1, conv, body("嗯", budget, nil), false)
+				_, again, _ := r.post(t, 1, conv, body("嗯", budget, nil), false)
+				if first.LLMCalls != 1 || again.HistoryRead >= again.HistoryMessages {
+					t.Fatalf("setup: first %+v again read %d", first.LLMCalls, again.HistoryRead)
+				}
+				if st := r.svc.Stats(); st.PrefixesTrusted != 1 || st.PrefixesCounted != 0 {
+					t.Fatalf("the warm request counted the prefix: %+v", st)
+				}
+				if err := db.DB.Delete(&store.Message{}, stored[tc.victim].ID).Error; err != nil {
+					t.Fatal(err)
+				}
+				skew.Add(int64(tc.wait))
+				_, res, _ := r.post(t, 1, conv, body("嗯", budget, nil), false)
+				checkWindow(t, res, "嗯")
+				if res.HistoryRead != len(stored)-1 || res.HistoryMessages != len(stored)-1 || res.LLMCalls != 1 || res.CacheHit {
+					t.Fatalf("after the prefix changed: read %d of %d, calls %d, hit %v", res.HistoryRead, res.HistoryMessages, res.LLMCalls, res.CacheHit)
+				}
+			})
 		}
 	})
+}
+
+// A prefix counted as exact (a summary another replica computed) is trusted from then on
+// within the recheck interval, and counted again after it: a late change is never served
+// for longer than that.
+func TestPrefixCountedAgainAfterRecheck(t *testing.T) {
+	db := storetest.SQLite(t)
+	var skew atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	e := newEnv(t, db)
+	a := e.replica("a", replicaOpts{})
+	b := e.replica("b", replicaOpts{opts: []Option{WithClock(now)}})
+	e.store(1, "c-recheck", 0, 40, filler)
+	_, probe, _ := a.post(t, 1, "c-recheck", body("嗯", 1_000_000, nil), false)
+	budget := probe.Tokens.Before * 2 / 3
+	if _, first, _ := a.post(t, 1, "c-recheck", body("嗯", budget, nil), false); first.LLMCalls != 1 {
+		t.Fatalf("setup: %d calls", first.LLMCalls)
+	}
+	for i, want := range []Stats{{PrefixesCounted: 1}, {PrefixesCounted: 1, PrefixesTrusted: 1}} {
+		_, res, _ := b.post(t, 1, "c-recheck", body("嗯", budget, nil), false)
+		st := b.svc.Stats()
+		if res.HistoryRead >= res.HistoryMessages || st.PrefixesCounted != want.PrefixesCounted || st.PrefixesTrusted != want.PrefixesTrusted {
+			t.Fatalf("request %d on the other replica: read %d of %d, %+v", i, res.HistoryRead, res.HistoryMessages, st)
+		}
+	}
+	skew.Add(int64(DefaultPrefixRecheck))
+	if _, res, _ := b.post(t, 1, "c-recheck", body("嗯", budget, nil), false); res.HistoryRead >= res.HistoryMessages || b.svc.Stats().PrefixesCounted != 2 {
+		t.Fatalf("after the recheck interval: read %d of %d, %+v", res.HistoryRead, res.HistoryMessages, b.svc.Stats())
+	}
 }
 
 // syncBuf is a log sink safe for the service's goroutines.

@@ -31,7 +31,15 @@ var seq atomic.Int64
 func SQLite(t testing.TB) DB {
 	t.Helper()
 	dir := t.TempDir()
-	db, err := store.Open("sqlite", "", dir)
+	// Test databases are temporary files: an fsync per commit (the production default,
+	// tested in pkg/store) would only make the suite slower and its timing-bound tests
+	// (a few deliveries with a 20 ms backoff) depend on the shared disk. Benchmarks that
+	// should pay it as production does run with MATE_TEST_SQLITE_SYNCHRONOUS=full.
+	sync := os.Getenv("MATE_TEST_SQLITE_SYNCHRONOUS")
+	if sync == "" {
+		sync = "normal"
+	}
+	db, err := store.Open("sqlite", "", dir, store.WithSQLiteSynchronous(sync))
 	if err != nil {
 		t.Fatalf("open sqlite: %v", err)
 	}
