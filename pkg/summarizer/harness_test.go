@@ -168,15 +168,11 @@ func (h *harness) serviceConn(owner string) (*Service, *nats.Conn) {
 	}
 	// The service's buckets are bound on its own connection, so that its KV traffic can be
 	// counted there.
-	cooldown, err := js.KeyValue(context.Background(), bus.BucketCooldown)
-	if err != nil {
-		h.t.Fatal(err)
-	}
 	intents, err := js.KeyValue(context.Background(), bus.BucketIntent)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	d := Deps{DB: h.db.DB, Workspace: h.ws, Ledger: h.ledger, Leases: lm, Cooldown: cooldown,
+	d := Deps{DB: h.db.DB, Workspace: h.ws, Ledger: h.ledger, Leases: lm,
 		Intents: intents, Metrics: h.metrics, Log: quietLog(), Now: h.now}
 	if h.llm != nil {
 		d.LLM = llm.NewOpenAI(h.llmCfg)
