@@ -35,21 +35,34 @@ func (t Token) String() string { return fmt.Sprintf("%d/%d", t.Epoch, t.Revision
 // Check raises agentID's fencing value to t inside tx, or returns ErrFenced (wrapped with
 // the stored value) when a newer token has written. Call it in the transaction of the
 // write it guards; on MySQL it also locks the agent's fence row until that transaction
-// ends, so fenced writers of one agent are serialized.
+// ends, so fenced writers of one agent are serialized. An agent fenced before costs one
+// statement; the first write of an agent inserts its row.
 func Check(tx *gorm.DB, agentID int64, t Token, now time.Time) error {
-	row := store.AgentFence{AgentID: agentID, UpdateTime: now}
-	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
-		return fmt.Errorf("create fence of agent %d: %w", agentID, err)
-	}
 	rev := int64(t.Revision)
-	res := tx.Model(&store.AgentFence{}).
-		Where("agent_id = ? AND (epoch < ? OR (epoch = ? AND revision <= ?))", agentID, t.Epoch, t.Epoch, rev).
-		Updates(map[string]any{"epoch": t.Epoch, "revision": rev, "writes": gorm.Expr("writes + 1"), "update_time": now})
-	if res.Error != nil {
-		return fmt.Errorf("check fence of agent %d: %w", agentID, res.Error)
-	}
-	if res.RowsAffected == 1 {
-		return nil
+	for attempt := 0; ; attempt++ {
+		res := tx.Model(&store.AgentFence{}).
+			Where("agent_id = ? AND (epoch < ? OR (epoch = ? AND revision <= ?))", agentID, t.Epoch, t.Epoch, rev).
+			Updates(map[string]any{"epoch": t.Epoch, "revision": rev, "writes": gorm.Expr("writes + 1"), "update_time": now})
+		if res.Error != nil {
+			return fmt.Errorf("check fence of agent %d: %w", agentID, res.Error)
+		}
+		if res.RowsAffected == 1 {
+			return nil
+		}
+		if attempt > 0 {
+			break
+		}
+		// No row matched: the agent has none yet, or a newer token is stored. Inserting ours
+		// settles the first case; when another writer's row is there (or lands first), the
+		// update is tried once more against it.
+		row := store.AgentFence{AgentID: agentID, Epoch: t.Epoch, Revision: rev, Writes: 1, UpdateTime: now}
+		ins := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row)
+		if ins.Error != nil {
+			return fmt.Errorf("create fence of agent %d: %w", agentID, ins.Error)
+		}
+		if ins.RowsAffected == 1 {
+			return nil
+		}
 	}
 	var cur store.AgentFence
 	if err := tx.Where("agent_id = ?", agentID).Take(&cur).Error; err != nil {

@@ -167,9 +167,13 @@ func (s *Service) buildBatch(ctx context.Context, agentID int64, first string, b
 			after = rows[len(rows)-1].ID
 		}
 	}
-	// Then every other registered conversation, in message order.
+	// Then every other registered conversation, in message order (when there is one).
+	others := len(from)
+	if _, ok := from[first]; ok {
+		others--
+	}
 	after := int64(0)
-	for !full {
+	for !full && others > 0 {
 		var rows []store.Message
 		err := s.d.DB.WithContext(ctx).Table("mate_message AS m").Select("m.*").
 			Joins("JOIN mate_extraction_watermark AS w ON w.agent_id = m.agent_id AND w.conversation_id = m.conversation_id").

@@ -21,7 +21,10 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
 
+	"github.com/matememory/matememory/pkg/event"
+	"github.com/matememory/matememory/pkg/llm/llmtest"
 	"github.com/matememory/matememory/pkg/store"
+	"github.com/matememory/matememory/pkg/store/storetest"
 )
 
 // sqlCounter is a gorm logger that counts the statements run through it.
@@ -164,5 +167,75 @@ func (f *floor) event(ctx context.Context) error {
 	f.rev = rev
 	return f.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		return tx.Create(&store.AppliedEffect{Key: id, CreateTime: time.Now().UTC()}).Error
+	})
+}
+
+// budget is what one handling of an event may cost.
+type budget struct {
+	sql, kvOps, kvWrites, ledgerRows int
+}
+
+// TestPerEventBudget counts, for each kind of handling, the SQL statements, the KV
+// operations, the fsynced KV writes and the ledger rows one event costs, and fails if any
+// grows (or shrinks: then lower the budget here and in docs/benchmarks.md).
+func TestPerEventBudget(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		sqlc := &sqlCounter{keep: true}
+		fake := llmtest.New(t, echoLLM)
+		h := newHarness(t, db, withLLM(fake), withSQLCounter(sqlc), withSettings(func(s *Settings) { s.Memory.CooldownMinutes = 5 }))
+		svc, snc := h.serviceConn("w1")
+		// An extraction without a cooldown, by another worker, leaves agent 3 a record to
+		// come back to.
+		h.set.Memory.CooldownMinutes = 0
+		noCooldown := h.service("w0")
+		ctx := context.Background()
+		for _, a := range []int64{1, 3} {
+			if _, err := h.ws.EnsureAgent(ctx, a); err != nil {
+				t.Fatal(err)
+			}
+			for c := 1; c <= 3; c++ {
+				h.conversation(a, fmt.Sprintf("c%d", c), fmt.Sprintf("t%d-%d", a, c), 4)
+			}
+		}
+		if res := noCooldown.Handle(ctx, JobFromEvent(completed(3, "c1", "e-3-1", 4))); res.Status != store.RunCompleted {
+			t.Fatalf("setup: %s %s", res.Status, res.Reason)
+		}
+		redelivered := func(e *event.ConversationCompletedEvent) Job {
+			j := JobFromEvent(e)
+			j.Attempt = 2
+			return j
+		}
+		for _, c := range []struct {
+			name  string
+			job   Job
+			want  budget
+			check func(Result) bool
+		}{
+			{"first extraction of an agent", JobFromEvent(completed(1, "c1", "e-1-1", 4)), budget{sql: 13, kvOps: 4, kvWrites: 2, ledgerRows: 1},
+				func(r Result) bool { return r.Status == store.RunCompleted && len(r.FilesChanged) == 1 }},
+			{"extraction of a returning agent", JobFromEvent(completed(3, "c2", "e-3-2", 4)), budget{sql: 14, kvOps: 3, kvWrites: 2, ledgerRows: 1},
+				func(r Result) bool { return r.Status == store.RunCompleted && len(r.FilesChanged) == 1 }},
+			{"cooldown deferral, first delivery", JobFromEvent(completed(3, "c3", "e-3-3", 4)), budget{sql: 2, kvOps: 1},
+				func(r Result) bool { return r.Deferral == "cooldown" }},
+			{"cooldown deferral, redelivery", redelivered(completed(3, "c3", "e-3-3", 4)), budget{kvOps: 1},
+				func(r Result) bool { return r.Deferral == "cooldown" }},
+		} {
+			var rows0 int64
+			h.db.DB.Model(&store.MemoryRun{}).Count(&rows0)
+			sqlc.statements()
+			stmts, ops, writes := sqlc.n.Load(), sent(snc), kvWrites(t, h.js)
+			res := svc.Handle(ctx, c.job)
+			got := budget{sql: int(sqlc.n.Load() - stmts), kvOps: int(sent(snc) - ops), kvWrites: int(kvWrites(t, h.js) - writes)}
+			log := sqlc.statements()
+			var rows1 int64
+			h.db.DB.Model(&store.MemoryRun{}).Count(&rows1)
+			got.ledgerRows = int(rows1 - rows0)
+			if !c.check(res) {
+				t.Fatalf("%s: unexpected result %s %q (%s)", c.name, res.Status, res.Reason, res.Deferral)
+			}
+			if got != c.want {
+				t.Errorf("%s: cost %+v, budget %+v; statements:\n%s", c.name, got, c.want, strings.Join(log, "\n"))
+			}
+		}
 	})
 }

@@ -353,10 +353,16 @@ func (s *Service) settle(job Job, a *attempt, res Result) Result {
 const waitForMessages = 3
 
 func (s *Service) handle(ctx context.Context, job Job, a *attempt) Result {
-	// The agent is read once per job: its language and time zone serve the extraction.
-	agent, err := s.d.Workspace.EnsureAgent(ctx, job.AgentID)
-	if err != nil {
-		return transient(fmt.Sprintf("load agent %d: %v", job.AgentID, err), job.Attempt, s)
+	if !job.Urgent && job.Attempt > 1 {
+		// A redelivery, most often of an event deferred for the cooldown: the first delivery
+		// stored its messages and registered its conversation, so while the cooldown runs it
+		// waits again at the cost of one KV read, no SQL. (Had that delivery failed before
+		// registering, waiting once more still drops nothing: it registers after the cooldown.)
+		if st, err := s.d.Leases.Read(ctx, job.AgentID); err == nil {
+			if r, wait := s.cooldownResult(job.AgentID, st.CooldownUntil); wait {
+				return r
+			}
+		}
 	}
 	ev := job.Event
 	if ev != nil && len(ev.Messages) > 0 {
@@ -406,6 +412,12 @@ func (s *Service) handle(ctx context.Context, job Job, a *attempt) Result {
 		if r, wait := s.cooldownResult(job.AgentID, st.CooldownUntil); wait {
 			return r
 		}
+	}
+	// The agent is read once per job, and only for an extraction: its language and time
+	// zone serve it (the first sight of an agent seeds its files here).
+	agent, err := s.d.Workspace.EnsureAgent(ctx, job.AgentID)
+	if err != nil {
+		return transient(fmt.Sprintf("load agent %d: %v", job.AgentID, err), job.Attempt, s)
 	}
 	l, err := s.d.Leases.AcquireFrom(ctx, job.AgentID, "summarize", st)
 	if errors.Is(err, lease.ErrHeld) {
