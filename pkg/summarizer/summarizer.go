@@ -696,7 +696,11 @@ func (s *Service) commitRun(ctx context.Context, l *lease.Lease, job Job, a *att
 	// graceful stop never throws away an LLM call's work. Only a lost lease stops it.
 	ctx, cancel := context.WithTimeout(l.Context(), s.set.DBTimeout)
 	defer cancel()
-	inTx := func(out Result) func(tx *gorm.DB) error {
+	// The outcome, and so the ledger row, is settled before the transaction that records it.
+	inTx := func(out *Result) func(tx *gorm.DB) error {
+		if record {
+			*out = s.settle(job, a, *out)
+		}
 		return func(tx *gorm.DB) error {
 			if err := s.commitTx(tx, l, agentID, b.spans); err != nil {
 				return err
@@ -704,24 +708,20 @@ func (s *Service) commitRun(ctx context.Context, l *lease.Lease, job Job, a *att
 			if !record {
 				return nil
 			}
-			s.settle(job, a, out)
 			_, err := s.d.Ledger.RecordTx(tx, a.run)
 			return err
 		}
 	}
 	done := func(out Result) Result {
-		if !record {
-			return out
-		}
-		a.recorded = true
-		return s.settle(job, a, out)
+		a.recorded = record
+		return out
 	}
 	if entry.text != "" {
 		key := effectKey(agentID, b.spans)
 		appended := res
 		appended.FilesChanged = append(append([]string(nil), res.FilesChanged...), entry.file)
 		_, err := s.d.Workspace.Append(ctx, agentID, entry.file, entry.text+"\n", "# "+entry.date+"\n\n",
-			workspace.Change{Actor: store.ActorSummarizer, Ref: a.run.RunID, EffectKey: key, InTx: inTx(appended)})
+			workspace.Change{Actor: store.ActorSummarizer, Ref: a.run.RunID, EffectKey: key, InTx: inTx(&appended)})
 		switch {
 		case errors.Is(err, workspace.ErrAlreadyApplied):
 			s.d.Log.Info("daily entry already appended for these messages", "agent", agentID, "key", key)
@@ -731,7 +731,7 @@ func (s *Service) commitRun(ctx context.Context, l *lease.Lease, job Job, a *att
 			return done(appended), true
 		}
 	}
-	if err := s.d.DB.WithContext(ctx).Transaction(inTx(res)); err != nil {
+	if err := s.d.DB.WithContext(ctx).Transaction(inTx(&res)); err != nil {
 		return s.workErr(ctx, l, job, "advance watermarks", err), false
 	}
 	return done(res), true
