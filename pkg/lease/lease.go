@@ -74,6 +74,18 @@ type Record struct {
 	// run that set it (pkg/summarizer).
 	CooldownUntil time.Time `json:"cooldownUntil,omitzero"`
 	CooldownRun   string    `json:"cooldownRun,omitempty"`
+	// Waiter is the one delivery (an event id) waiting for the cooldown to end, expected
+	// back by WaiterUntil; Coalesced are the events acknowledged meanwhile, whose
+	// conversations the next complete extraction of the agent covers (pkg/summarizer).
+	Waiter      string      `json:"waiter,omitempty"`
+	WaiterUntil time.Time   `json:"waiterUntil,omitzero"`
+	Coalesced   []Coalesced `json:"coalesced,omitempty"`
+}
+
+// Coalesced is an event acknowledged into the agent's next extraction.
+type Coalesced struct {
+	EventID        string `json:"e"`
+	ConversationID string `json:"c"`
 }
 
 // State is an agent's record as read, with the revision a lease is taken from.
@@ -209,6 +221,38 @@ func (m *Manager) AcquireFrom(ctx context.Context, agentID int64, purpose string
 	l := &Lease{m: m, key: key, ctx: lctx, cancel: cancel, done: make(chan struct{}), rev: rev, rec: rec}
 	go l.renew(now)
 	return l, nil
+}
+
+// ErrChanged is returned by Update when the record changed since it was read (or its lease
+// is held): read it again.
+var ErrChanged = errors.New("the agent's record changed since it was read")
+
+// Update rewrites agentID's record from st with edit, by compare-and-swap on st's revision,
+// while nobody holds its lease (a holder's renewal and release rely on its revision).
+func (m *Manager) Update(ctx context.Context, agentID int64, st State, edit func(*Record)) (State, error) {
+	if st.Held(m.now()) {
+		return st, fmt.Errorf("%w: agent %d's lease is held by %s", ErrChanged, agentID, st.Owner)
+	}
+	// The version stays what it was: a record an older version wrote still sends the next
+	// holder to the older version's leftovers.
+	rec := st.Record
+	edit(&rec)
+	val, _ := json.Marshal(rec)
+	key := strconv.FormatInt(agentID, 10)
+	var rev uint64
+	var err error
+	if st.Revision == 0 {
+		rev, err = m.kv.Create(ctx, key, val)
+	} else {
+		rev, err = m.kv.Update(ctx, key, val, st.Revision)
+	}
+	if err != nil {
+		if contended(err) {
+			return st, fmt.Errorf("%w (agent %d)", ErrChanged, agentID)
+		}
+		return st, fmt.Errorf("update record of agent %d: %w", agentID, err)
+	}
+	return State{Record: rec, Revision: rev, Legacy: st.Legacy}, nil
 }
 
 // contended reports whether a revision-checked write lost to another writer: ErrKeyExists,

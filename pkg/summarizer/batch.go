@@ -48,6 +48,9 @@ type batch struct {
 	scanned int
 	// firstFrom is the watermark of the job's conversation when the batch was read.
 	firstFrom int64
+	// partial is set when pending messages of the agent were left out (the transcript was
+	// full, or the batch re-extracts one conversation only).
+	partial bool
 }
 
 // covers reports whether, once the batch is committed, conversation conv is extracted up
@@ -191,6 +194,7 @@ func (s *Service) buildBatch(ctx context.Context, agentID int64, first string, b
 	for _, sp := range b.spans {
 		b.msgs = append(b.msgs, grouped[sp.Conv]...)
 	}
+	b.partial = full
 	return b, nil
 }
 

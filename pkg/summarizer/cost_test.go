@@ -193,7 +193,7 @@ func TestPerEventBudget(t *testing.T) {
 			if _, err := h.ws.EnsureAgent(ctx, a); err != nil {
 				t.Fatal(err)
 			}
-			for c := 1; c <= 3; c++ {
+			for c := 1; c <= 4; c++ {
 				h.conversation(a, fmt.Sprintf("c%d", c), fmt.Sprintf("t%d-%d", a, c), 4)
 			}
 		}
@@ -215,10 +215,12 @@ func TestPerEventBudget(t *testing.T) {
 				func(r Result) bool { return r.Status == store.RunCompleted && len(r.FilesChanged) == 1 }},
 			{"extraction of a returning agent", JobFromEvent(completed(3, "c2", "e-3-2", 4)), budget{sql: 14, kvOps: 3, kvWrites: 2, ledgerRows: 1},
 				func(r Result) bool { return r.Status == store.RunCompleted && len(r.FilesChanged) == 1 }},
-			{"cooldown deferral, first delivery", JobFromEvent(completed(3, "c3", "e-3-3", 4)), budget{sql: 2, kvOps: 1},
-				func(r Result) bool { return r.Deferral == "cooldown" }},
+			{"cooldown deferral, first delivery: the waiter", JobFromEvent(completed(3, "c3", "e-3-3", 4)), budget{sql: 2, kvOps: 2, kvWrites: 1},
+				func(r Result) bool { return r.Deferral == "cooldown" && r.Retry }},
 			{"cooldown deferral, redelivery", redelivered(completed(3, "c3", "e-3-3", 4)), budget{kvOps: 1},
-				func(r Result) bool { return r.Deferral == "cooldown" }},
+				func(r Result) bool { return r.Deferral == "cooldown" && r.Retry }},
+			{"cooldown, another event: acknowledged into the coming extraction", JobFromEvent(completed(3, "c4", "e-3-4", 4)), budget{sql: 2, kvOps: 2, kvWrites: 1},
+				func(r Result) bool { return r.Deferral == deferralCoalesced && !r.Retry }},
 		} {
 			var rows0 int64
 			h.db.DB.Model(&store.MemoryRun{}).Count(&rows0)

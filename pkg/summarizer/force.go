@@ -18,7 +18,7 @@ func (s *Service) batchFor(ctx context.Context, job Job, last int64) (batch, err
 		}
 		if wm >= last {
 			b, err := s.forcedBatch(ctx, job.AgentID, job.ConversationID, last, s.set.Memory.MaxTranscriptMessages)
-			b.firstFrom = wm
+			b.firstFrom, b.partial = wm, true
 			return b, err
 		}
 	}

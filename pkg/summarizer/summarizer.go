@@ -278,6 +278,12 @@ type attempt struct {
 	// cooldown, when set, is written into the agent's record as the lease is released.
 	cooldown    time.Time
 	cooldownRun string
+	// waiter is set when this delivery is the one the agent's record says waits for the
+	// cooldown; coalesced are the events acknowledged into this extraction, and
+	// coalescedDone says their ledger rows were committed.
+	waiter        bool
+	coalesced     []lease.Coalesced
+	coalescedDone bool
 }
 
 // Handle processes one job and records one ledger row for it, except for a deferral
@@ -320,9 +326,11 @@ func (s *Service) Handle(parent context.Context, job Job) Result {
 }
 
 // cheapDeferral is a deferral decided from the agent's record alone (its cooldown runs,
-// another worker holds its lease): redelivered later, it leaves no ledger row.
+// another worker holds its lease): redelivered later, it leaves no ledger row. An event
+// acknowledged into the agent's next extraction gets its row in that extraction's commit.
 func cheapDeferral(res Result) bool {
-	return res.Status == store.RunDeferred && (res.Deferral == "cooldown" || res.Deferral == "lease")
+	return res.Status == store.RunDeferred && (res.Deferral == "cooldown" || res.Deferral == "lease") ||
+		res.Deferral == deferralCoalesced
 }
 
 // settle turns what handling a job gave into its outcome, and fills the ledger row with it.
@@ -352,7 +360,7 @@ func (s *Service) settle(job Job, a *attempt, res Result) Result {
 // chat service stores them concurrently) is deferred before it is skipped as too short.
 const waitForMessages = 3
 
-func (s *Service) handle(ctx context.Context, job Job, a *attempt) Result {
+func (s *Service) handle(ctx context.Context, job Job, a *attempt) (res Result) {
 	if !job.Urgent && job.Attempt > 1 {
 		// A redelivery, most often of an event deferred for the cooldown: the first delivery
 		// stored its messages and registered its conversation, so while the cooldown runs it
@@ -399,18 +407,26 @@ func (s *Service) handle(ctx context.Context, job Job, a *attempt) Result {
 	if err != nil {
 		return transient(fmt.Sprintf("register conversation %s: %v", job.ConversationID, err), job.Attempt, s)
 	}
-	if r, done := s.coveredResult(job, wm, last); done {
-		return r
-	}
-	// One read of the agent's record says whether its cooldown runs and whether its lease is
-	// held; the lease is taken from exactly that revision, so both still hold when it is.
+	// One read of the agent's record says whether its cooldown runs, whether its lease is
+	// held and who waits for the cooldown; the lease is taken from exactly that revision, so
+	// all that still holds when it is.
 	st, err := s.d.Leases.Read(ctx, job.AgentID)
 	if err != nil {
 		return transient(err.Error(), job.Attempt, s)
 	}
+	a.waiter = job.Event != nil && !job.Manual && st.Waiter == job.EventID
+	// Events acknowledged into the agent's next extraction are swept up by their waiter, or
+	// by any job once the waiter is overdue.
+	sweep := len(st.Coalesced) > 0 && (a.waiter || !s.waiterLive(st))
+	if r, done := s.coveredResult(job, wm, last); done && !sweep {
+		if a.waiter {
+			return s.stopWaiting(ctx, job, st, r)
+		}
+		return r
+	}
 	if !job.Urgent {
 		if r, wait := s.cooldownResult(job.AgentID, st.CooldownUntil); wait {
-			return r
+			return s.wait(ctx, job, st, r)
 		}
 	}
 	// The agent is read once per job, and only for an extraction: its language and time
@@ -427,6 +443,7 @@ func (s *Service) handle(ctx context.Context, job Job, a *attempt) Result {
 	if err != nil {
 		return transient(err.Error(), job.Attempt, s)
 	}
+	a.coalesced = l.Record().Coalesced
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
@@ -434,9 +451,24 @@ func (s *Service) handle(ctx context.Context, job Job, a *attempt) Result {
 			if !a.cooldown.IsZero() {
 				r.CooldownUntil, r.CooldownRun = a.cooldown, a.cooldownRun
 			}
+			if a.coalescedDone {
+				r.Coalesced = nil
+			}
+			if a.waiter {
+				if res.Retry {
+					r.WaiterUntil = r.CooldownUntil.Add(s.waiterGrace())
+				} else {
+					r.Waiter, r.WaiterUntil = "", time.Time{}
+				}
+			}
 		})
 		if err != nil {
 			s.d.Log.Warn("release lease", "agent", job.AgentID, "err", err)
+			if a.waiter && !res.Retry {
+				// Still the agent's recorded waiter: never acknowledged as such, it comes back
+				// (finding its work done) to stand down.
+				res.Retry, res.Delay = true, s.backoff(job.Attempt)
+			}
 		}
 	}()
 	wctx, cancel := context.WithCancelCause(l.Context())
@@ -453,7 +485,6 @@ func (s *Service) handle(ctx context.Context, job Job, a *attempt) Result {
 	}
 	// Whatever was committed between the reads above and the lease shows in the batch, which
 	// is read under the lease: covered meanwhile, it is empty.
-	var res Result
 	for round := 0; ; round++ {
 		final := !job.Urgent || round+1 >= maxManualRounds
 		res = s.extract(wctx, l, job, a, agent, last, st.CooldownUntil, final)
@@ -538,7 +569,12 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, a *attem
 	}
 	run.Conversations = b.conversations()
 	if len(b.spans) == 0 {
-		return Result{Status: store.RunCompleted, Covered: true, Reason: "nothing pending (covered meanwhile)"}
+		res := Result{Status: store.RunCompleted, Covered: true, Reason: "nothing pending (covered meanwhile)"}
+		if len(a.coalesced) > 0 {
+			// The coalesced events' conversations are covered: their ledger rows are written.
+			res, _ = s.commitRun(ctx, l, job, a, b, last, final, cooldown, res, dailyEntry{})
+		}
+		return res
 	}
 	if len(b.msgs) == 0 {
 		res, _ := s.commitRun(ctx, l, job, a, b, last, final, cooldown, Result{Status: store.RunSkipped,
@@ -681,6 +717,12 @@ func (s *Service) commitRun(ctx context.Context, l *lease.Lease, job Job, a *att
 	cooldown time.Time, res Result, entry dailyEntry) (Result, bool) {
 	agentID := job.AgentID
 	res.Covered = b.covers(job.ConversationID, last)
+	// A batch that left none of the agent's pending messages out covers the coalesced events.
+	sweep := len(a.coalesced) > 0 && !b.partial
+	if a.waiter && len(a.coalesced) > 0 && b.partial {
+		// The waiter stays until the coalesced events are covered too.
+		res.Covered = false
+	}
 	if !res.Covered && !job.Urgent {
 		// The conversation had more new messages than one transcript holds: the rest goes
 		// into the next extraction after the cooldown.
@@ -705,6 +747,11 @@ func (s *Service) commitRun(ctx context.Context, l *lease.Lease, job Job, a *att
 			if err := s.commitTx(tx, l, agentID, b.spans); err != nil {
 				return err
 			}
+			if sweep {
+				if err := s.recordCoalesced(tx, job.AgentID, a); err != nil {
+					return err
+				}
+			}
 			if !record {
 				return nil
 			}
@@ -714,6 +761,7 @@ func (s *Service) commitRun(ctx context.Context, l *lease.Lease, job Job, a *att
 	}
 	done := func(out Result) Result {
 		a.recorded = record
+		a.coalescedDone = sweep
 		return out
 	}
 	if entry.text != "" {
