@@ -192,6 +192,34 @@ func pipelineOverhead(b *testing.B, db storetest.DB) {
 		b.ReportMetric(float64(sqlc.n.Load()-stmts)/events, "sql-stmts/event")
 		b.ReportMetric(float64(sent(snc)-ops)/events, "kv-ops/event")
 		b.ReportMetric(float64(kvWrites(b, h.js)-writes)/events, "kv-writes/event")
+
+		// Each agent's cooldown runs now: a second event per agent waits for it, a third is
+		// acknowledged into the extraction that follows it.
+		for _, phase := range []struct {
+			conv, what, want string
+		}{{"c2", "wait", "cooldown"}, {"c3", "coalesce", deferralCoalesced}} {
+			for a := 1; a <= events; a++ {
+				h.conversation(int64(a), phase.conv, fmt.Sprintf("t%d-%s", a, phase.conv), 4)
+			}
+			lat = lat[:0]
+			stmts, ops, writes = sqlc.n.Load(), sent(snc), kvWrites(b, h.js)
+			cpu0 = cpuTime()
+			for a := 1; a <= events; a++ {
+				start := time.Now()
+				h.publish(completed(int64(a), phase.conv, fmt.Sprintf("e-%s-%d", phase.conv, a), 4))
+				res := <-done
+				lat = append(lat, time.Since(start))
+				if res.Deferral != phase.want {
+					b.Fatalf("%s event %d: %s %s (%s)", phase.what, a, res.Status, res.Reason, res.Deferral)
+				}
+			}
+			cpu = cpuTime() - cpu0
+			b.ReportMetric(perEvent(cpu), phase.what+"-cpu-ms/event")
+			b.ReportMetric(percentile(lat, 0.5), phase.what+"-p50-ms")
+			b.ReportMetric(float64(sqlc.n.Load()-stmts)/events, phase.what+"-sql-stmts/event")
+			b.ReportMetric(float64(sent(snc)-ops)/events, phase.what+"-kv-ops/event")
+			b.ReportMetric(float64(kvWrites(b, h.js)-writes)/events, phase.what+"-kv-writes/event")
+		}
 	}
 }
 
