@@ -456,7 +456,8 @@ func (s *Service) handle(ctx context.Context, job Job, a *attempt) (res Result) 
 			}
 			if a.waiter {
 				if res.Retry {
-					r.WaiterUntil = r.CooldownUntil.Add(s.waiterGrace())
+					// Back after the cooldown (a backlog) or the backoff (a failure).
+					r.WaiterUntil = later(r.CooldownUntil, time.Now().Add(res.Delay)).Add(s.waiterGrace())
 				} else {
 					r.Waiter, r.WaiterUntil = "", time.Time{}
 				}
@@ -674,8 +675,10 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, a *attem
 			return s.workErr(ctx, l, job, "before the commit", err)
 		}
 	}
+	var next time.Time
 	if cd := s.set.Memory.CooldownMinutes.Duration(); out.Provider == ProviderLLM && cd > 0 {
-		cooldown = time.Now().Add(cd).UTC()
+		next = time.Now().Add(cd).UTC()
+		cooldown = next
 	}
 
 	res := Result{Status: store.RunCompleted, FilesChanged: files}
@@ -694,10 +697,10 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, a *attem
 		}
 	}
 	res, committed := s.commitRun(ctx, l, job, a, b, last, final, cooldown, res, dailyEntry{text: entry, file: daily, date: date})
-	if committed && out.Provider == ProviderLLM && !cooldown.IsZero() {
+	if committed && !next.IsZero() {
 		// Committed: the agent's next LLM extraction waits for the cooldown, written into its
 		// record as the lease is released.
-		a.cooldown, a.cooldownRun = cooldown, run.RunID
+		a.cooldown, a.cooldownRun = next, run.RunID
 	}
 	return res
 }
@@ -783,6 +786,14 @@ func (s *Service) commitRun(ctx context.Context, l *lease.Lease, job Job, a *att
 		return s.workErr(ctx, l, job, "advance watermarks", err), false
 	}
 	return done(res), true
+}
+
+// later is the later of two times.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // agentLocation is the agent's time zone (UTC when it names none that loads).
