@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/matememory/matememory/pkg/bus"
 	"github.com/matememory/matememory/pkg/conversation"
 	"github.com/matememory/matememory/pkg/event"
@@ -324,23 +322,13 @@ func TestFlushRequestExtractsUnderCooldown(t *testing.T) {
 		return h.settled() && len(r) > 0 && r[0].Status == store.RunCompleted
 	})
 	// A cooldown deferral leaves no ledger row: the one row is the extraction, on a later
-	// delivery, and the metrics count the deferral.
+	// delivery (the first was deferred: no failure left a row).
 	runs := h.runs("ctx-evict-2-x-6")
-	if len(runs) != 1 || runs[0].Attempt < 2 || counterValue(t, h.metrics.Deferrals.WithLabelValues("cooldown")) < 1 {
+	if len(runs) != 1 || runs[0].Attempt < 2 {
 		t.Fatalf("the flush did not wait for the cooldown: %+v", runs)
 	}
 	notes, _ := h.ws.ListContent(context.Background(), 2, "memory/", 0)
 	if len(notes) != 1 || !strings.Contains(notes[0].Content, "covered t2-2") {
 		t.Fatalf("daily note %+v", notes)
 	}
-}
-
-// counterValue reads a Prometheus counter.
-func counterValue(t *testing.T, c interface{ Write(*dto.Metric) error }) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
 }
