@@ -1,8 +1,9 @@
 // Package summarizer is MateMemory's automatic memory extraction (the spec's
 // PostConversationMemoryListener and MemorySummarizationService) rebuilt as JetStream
 // workers: it consumes ConversationCompletedEvents and manual summarize requests, takes the
-// per-agent lease, honours the cooldown without dropping anything (events are redelivered
-// later and one extraction covers everything of the agent not yet extracted), asks the LLM
+// per-agent lease, honours the cooldown without dropping anything (one event per agent waits
+// for its end, the others are acknowledged into the extraction that follows, and one
+// extraction covers everything of the agent not yet extracted), asks the LLM
 // (or the offline provider) what to remember, and writes PROFILE.md, MEMORY.md and the daily
 // note safely: compare-and-swap with re-read and retry, a guard against destructive
 // rewrites, secrets redacted, the daily entry appended once per covered message range.
