@@ -90,7 +90,7 @@ func (a *App) newSummarizer(ctx context.Context, set summarizer.Settings, bucket
 	client := a.llmClient(llm.Config{BaseURL: m.LLM.BaseURL, APIKey: m.LLM.APIKey, Model: m.LLM.Model,
 		Timeout: config.Seconds(m.LLM.TimeoutSeconds), JSONMode: m.LLM.JSONMode})
 	return summarizer.New(summarizer.Deps{
-		DB: a.DB, Workspace: a.Workspace, Ledger: runs, Leases: leases, Cooldown: buckets.Cooldown,
+		DB: a.DB, Workspace: a.Workspace, Ledger: runs, Leases: leases,
 		Intents: buckets.Intents, LLM: client, Prompts: prompt.NewLoader(m.Prompts.Dir), Metrics: metrics,
 		Log: a.Log, Now: a.Now,
 	}, set), nil

@@ -23,7 +23,8 @@ const (
 	// BucketManualEmergence holds, per agent, the last manual emergence request; its TTL is
 	// the manual trigger's per-agent cooldown.
 	BucketManualEmergence = "mate_manual_emergence"
-	// BucketCooldown holds the time of each agent's last extraction.
+	// BucketCooldown held each agent's cooldown before it moved into the lease record
+	// (BucketLease); no longer written or read.
 	BucketCooldown = "mate_agent_cooldown"
 	// BucketIntent holds the summarizer's write-ahead intent per agent (which message ranges
 	// a daily entry covers), so a crash between the append and the watermark update never

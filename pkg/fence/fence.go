@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/matememory/matememory/pkg/store"
 )
@@ -36,19 +35,37 @@ func (t Token) String() string { return fmt.Sprintf("%d/%d", t.Epoch, t.Revision
 // the stored value) when a newer token has written. Call it in the transaction of the
 // write it guards; on MySQL it also locks the agent's fence row until that transaction
 // ends, so fenced writers of one agent are serialized.
+//
+// It is one statement, an upsert whose update applies only while the stored token is not
+// newer: an agent's first write inserts its row, later ones raise it. (An UPDATE first and
+// an INSERT when it matched nothing would take a gap lock on MySQL for a new agent, and two
+// new agents' first writes in one gap would deadlock.)
 func Check(tx *gorm.DB, agentID int64, t Token, now time.Time) error {
-	row := store.AgentFence{AgentID: agentID, UpdateTime: now}
-	if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
-		return fmt.Errorf("create fence of agent %d: %w", agentID, err)
-	}
 	rev := int64(t.Revision)
-	res := tx.Model(&store.AgentFence{}).
-		Where("agent_id = ? AND (epoch < ? OR (epoch = ? AND revision <= ?))", agentID, t.Epoch, t.Epoch, rev).
-		Updates(map[string]any{"epoch": t.Epoch, "revision": rev, "writes": gorm.Expr("writes + 1"), "update_time": now})
+	var res *gorm.DB
+	if tx.Dialector.Name() == "mysql" {
+		// Assignments run left to right and see the columns already assigned: revision is
+		// decided on the stored values; epoch then sees the new revision, which only keeps
+		// the condition as it was; writes counts a raise (so a raise always changes the row).
+		res = tx.Exec("INSERT INTO mate_agent_fence (agent_id, epoch, revision, writes, update_time) VALUES (?, ?, ?, 1, ?) "+
+			"ON DUPLICATE KEY UPDATE "+
+			"revision = IF(epoch < VALUES(epoch) OR (epoch = VALUES(epoch) AND revision <= VALUES(revision)), VALUES(revision), revision), "+
+			"writes = IF(epoch < VALUES(epoch) OR (epoch = VALUES(epoch) AND revision = VALUES(revision)), writes + 1, writes), "+
+			"update_time = IF(epoch < VALUES(epoch) OR (epoch = VALUES(epoch) AND revision = VALUES(revision)), VALUES(update_time), update_time), "+
+			"epoch = IF(epoch < VALUES(epoch) OR (epoch = VALUES(epoch) AND revision = VALUES(revision)), VALUES(epoch), epoch)",
+			agentID, t.Epoch, rev, now)
+	} else {
+		res = tx.Exec("INSERT INTO mate_agent_fence (agent_id, epoch, revision, writes, update_time) VALUES (?, ?, ?, 1, ?) "+
+			"ON CONFLICT (agent_id) DO UPDATE SET epoch = excluded.epoch, revision = excluded.revision, "+
+			"writes = mate_agent_fence.writes + 1, update_time = excluded.update_time "+
+			"WHERE mate_agent_fence.epoch < excluded.epoch OR (mate_agent_fence.epoch = excluded.epoch AND mate_agent_fence.revision <= excluded.revision)",
+			agentID, t.Epoch, rev, now)
+	}
 	if res.Error != nil {
 		return fmt.Errorf("check fence of agent %d: %w", agentID, res.Error)
 	}
-	if res.RowsAffected == 1 {
+	// MySQL: 1 inserted, 2 updated, 0 left as it was; SQLite: 1 inserted or updated, 0 not.
+	if res.RowsAffected > 0 {
 		return nil
 	}
 	var cur store.AgentFence

@@ -83,29 +83,103 @@ func TestLeaseRenewsAndExpires(t *testing.T) {
 	}
 	_ = l.Release(ctx)
 
-	// A crashed holder: the key written once and never renewed frees itself after the TTL.
+	// A crashed holder: the record written once and never renewed frees itself after the
+	// TTL, whether this version wrote it (its expiry) or an older one (its write time).
 	kv, err := js.KeyValue(ctx, "lease_test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := kv.Create(ctx, "1", []byte(`{"owner":"crashed"}`)); err != nil {
+	for _, rec := range []string{
+		`{"v":2,"owner":"crashed","purpose":"x","expires":"` + time.Now().Add(ttl).UTC().Format(time.RFC3339Nano) + `"}`,
+		`{"owner":"crashed-older-version"}`,
+	} {
+		if _, err := kv.Put(ctx, "1", []byte(rec)); err != nil {
+			t.Fatal(err)
+		}
+		written := time.Now()
+		if _, err := ms[1].Acquire(ctx, 1, "x"); !errors.Is(err, lease.ErrHeld) {
+			t.Fatalf("crashed holder's lease %s not held: %v", rec, err)
+		}
+		deadline = time.Now().Add(5 * ttl)
+		for {
+			l2, err := ms[1].Acquire(ctx, 1, "after crash")
+			if err == nil {
+				if held := time.Since(written); held < ttl-200*time.Millisecond {
+					t.Fatalf("lease %s taken after %s, before its TTL %s", rec, held, ttl)
+				}
+				_ = l2.Release(ctx)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("lease of a crashed holder never expired: %v", err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
+// Taking and releasing a lease is one read and two writes on one record, never a delete
+// marker; what a holder keeps in the record at release (a cooldown) survives other holders.
+func TestLeaseRecordCostAndCooldown(t *testing.T) {
+	ms, js := managers(t, 2*time.Second, "summarizer", "emergence")
+	ctx := context.Background()
+	kv, err := js.KeyValue(ctx, "lease_test")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ms[1].Acquire(ctx, 1, "x"); !errors.Is(err, lease.ErrHeld) {
-		t.Fatalf("crashed holder's lease not held: %v", err)
-	}
-	deadline = time.Now().Add(5 * ttl)
-	for {
-		l2, err := ms[1].Acquire(ctx, 1, "after crash")
-		if err == nil {
-			_ = l2.Release(ctx)
-			return
+	writes := func() uint64 {
+		st, err := kv.Status(ctx)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lease of a crashed holder never expired: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return st.(*jetstream.KeyValueBucketStatus).StreamInfo().State.LastSeq
 	}
+	until := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
+	for round := 0; round < 3; round++ {
+		before := writes()
+		l, err := ms[0].Acquire(ctx, 5, "summarize")
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if err := l.Release(ctx, func(r *lease.Record) { r.CooldownUntil, r.CooldownRun = until, "run-1" }); err != nil {
+			t.Fatal(err)
+		}
+		if n := writes() - before; n != 2 {
+			t.Fatalf("round %d: %d KV writes to take and release a lease, want 2", round, n)
+		}
+		e, err := kv.Get(ctx, "5")
+		if err != nil || e.Operation() != jetstream.KeyValuePut {
+			t.Fatalf("round %d: record %v, %v; want a put, never a delete marker", round, e, err)
+		}
+		// Another holder (the emergence worker) keeps the cooldown it found.
+		l2, err := ms[1].Acquire(ctx, 5, "emergence")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l2.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		st, err := ms[0].Read(ctx, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !st.CooldownUntil.Equal(until) || st.CooldownRun != "run-1" || st.Held(time.Now()) || st.Legacy {
+			t.Fatalf("round %d: record after two leases %+v, want the cooldown kept and free", round, st)
+		}
+	}
+	// A lease taken from a state read before another holder's write is refused.
+	st, err := ms[0].Read(ctx, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ms[1].Acquire(ctx, 5, "emergence")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ms[0].AcquireFrom(ctx, 5, "summarize", st); !errors.Is(err, lease.ErrHeld) {
+		t.Fatalf("acquire from a stale state: %v, want ErrHeld", err)
+	}
+	_ = l.Release(ctx)
 }
 
 // Under contention at most one of many workers holds an agent's lease at any moment.
@@ -167,8 +241,8 @@ func TestLeaseLostWhenKeyReplaced(t *testing.T) {
 	}
 }
 
-// Issue 9 point 16: on a replicated bucket, workers racing to take a lease whose key was
-// released (its last entry is a delete marker) get ErrHeld when they lose, never the raw
+// Issue 9 point 16: on a replicated bucket, workers racing to take a lease that was just
+// released get ErrHeld when they lose, never the raw
 // "wrong last sequence" error (10164) that would be handled as a failure.
 func TestContentionAfterReleaseIsHeldOnR3(t *testing.T) {
 	if testing.Short() {

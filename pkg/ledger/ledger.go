@@ -56,6 +56,12 @@ func New(db *gorm.DB, now func() time.Time) *Ledger {
 
 // Record stores r (assigning RunID and CreateTime when empty) and returns it.
 func (l *Ledger) Record(ctx context.Context, r Run) (Run, error) {
+	return l.RecordTx(l.db.WithContext(ctx), r)
+}
+
+// RecordTx is Record inside tx, the transaction of the effects the run reports (so the row
+// and the effects commit together, or neither does).
+func (l *Ledger) RecordTx(tx *gorm.DB, r Run) (Run, error) {
 	if r.RunID == "" {
 		r.RunID = uuid.NewString()
 	}
@@ -75,7 +81,7 @@ func (l *Ledger) Record(ctx context.Context, r Run) (Run, error) {
 		Conversations: string(convs), Status: r.Status, Reason: r.Reason, Model: r.Model,
 		Provider: r.Provider, TokensIn: r.TokensIn, TokensOut: r.TokensOut, LatencyMs: r.LatencyMs,
 		FilesChanged: string(files), Attempt: r.Attempt, CreateTime: r.CreateTime}
-	if err := l.db.WithContext(ctx).Create(&row).Error; err != nil {
+	if err := tx.Create(&row).Error; err != nil {
 		return r, fmt.Errorf("record %s run for agent %d: %w", r.Kind, r.AgentID, err)
 	}
 	return r, nil

@@ -46,6 +46,23 @@ type batch struct {
 	msgs []store.Message
 	// scanned counts every message covered (tool and system included).
 	scanned int
+	// firstFrom is the watermark of the job's conversation when the batch was read.
+	firstFrom int64
+	// partial is set when pending messages of the agent were left out (the transcript was
+	// full, or the batch re-extracts one conversation only).
+	partial bool
+}
+
+// covers reports whether, once the batch is committed, conversation conv is extracted up
+// to message last.
+func (b batch) covers(conv string, last int64) bool {
+	wm := b.firstFrom
+	for _, sp := range b.spans {
+		if sp.Conv == conv && !sp.Redo {
+			wm = max(wm, sp.To)
+		}
+	}
+	return wm >= last
 }
 
 func (b batch) conversations() []string {
@@ -70,9 +87,19 @@ func (s *Service) convStats(ctx context.Context, agentID int64, conv string) (co
 	return row.N, last, err
 }
 
-func (s *Service) register(ctx context.Context, agentID int64, conv string) error {
+// register makes the conversation take part in extraction (a watermark row at message 0)
+// and returns its watermark: one statement for a new conversation, two for one registered
+// before.
+func (s *Service) register(ctx context.Context, agentID int64, conv string) (int64, error) {
 	row := store.ExtractionWatermark{AgentID: agentID, ConversationID: conv, LastMessageID: 0, UpdateTime: s.d.Now().UTC()}
-	return s.d.DB.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error
+	res := s.d.DB.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row)
+	if res.Error != nil {
+		return 0, res.Error
+	}
+	if res.RowsAffected == 1 {
+		return 0, nil
+	}
+	return s.watermark(ctx, agentID, conv)
 }
 
 func (s *Service) watermark(ctx context.Context, agentID int64, conv string) (int64, error) {
@@ -127,6 +154,7 @@ func (s *Service) buildBatch(ctx context.Context, agentID int64, first string, b
 		from[w.ConversationID] = w.LastMessageID
 	}
 	// The job's own conversation first.
+	b.firstFrom = from[first]
 	if wm, ok := from[first]; ok {
 		after := wm
 		for !full {
@@ -142,9 +170,13 @@ func (s *Service) buildBatch(ctx context.Context, agentID int64, first string, b
 			after = rows[len(rows)-1].ID
 		}
 	}
-	// Then every other registered conversation, in message order.
+	// Then every other registered conversation, in message order (when there is one).
+	others := len(from)
+	if _, ok := from[first]; ok {
+		others--
+	}
 	after := int64(0)
-	for !full {
+	for !full && others > 0 {
 		var rows []store.Message
 		err := s.d.DB.WithContext(ctx).Table("mate_message AS m").Select("m.*").
 			Joins("JOIN mate_extraction_watermark AS w ON w.agent_id = m.agent_id AND w.conversation_id = m.conversation_id").
@@ -162,6 +194,7 @@ func (s *Service) buildBatch(ctx context.Context, agentID int64, first string, b
 	for _, sp := range b.spans {
 		b.msgs = append(b.msgs, grouped[sp.Conv]...)
 	}
+	b.partial = full
 	return b, nil
 }
 
@@ -219,11 +252,6 @@ func (s *Service) commitTx(tx *gorm.DB, l *lease.Lease, agentID int64, spans []s
 	return nil
 }
 
-// commit moves the watermarks of a batch that appends nothing, fenced (see commitTx).
-func (s *Service) commit(ctx context.Context, l *lease.Lease, agentID int64, spans []span) error {
-	return s.d.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return s.commitTx(tx, l, agentID, spans) })
-}
-
 // effectKey names the daily entry of one batch: the same message ranges always give the
 // same key, so an extraction re-run after a crash cannot append them twice.
 func effectKey(agentID int64, spans []span) string {
@@ -278,60 +306,19 @@ func (s *Service) recoverIntent(ctx context.Context, agentID int64) error {
 	return s.d.Intents.Delete(ctx, agentKey(agentID), jetstream.LastRevision(e.Revision()))
 }
 
-// Cooldown: the time an agent's next LLM extraction may start, per agent in KV.
-type cooldown struct {
-	Until time.Time `json:"until"`
-	RunID string    `json:"runId"`
-}
-
-func (s *Service) cooldownUntil(ctx context.Context, agentID int64) (time.Time, error) {
-	e, err := s.d.Cooldown.Get(ctx, agentKey(agentID))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return time.Time{}, nil
-	}
-	if err != nil {
-		return time.Time{}, err
-	}
-	var c cooldown
-	if err := json.Unmarshal(e.Value(), &c); err != nil {
-		return time.Time{}, nil
-	}
-	return c.Until, nil
-}
-
-func (s *Service) cooldownRemaining(ctx context.Context, agentID int64) time.Duration {
-	until, err := s.cooldownUntil(ctx, agentID)
-	if err != nil {
-		return s.set.BackoffBase
-	}
-	return max(time.Until(until), 0) + jitter(minDeferral)
-}
+// Cooldown: the time an agent's next LLM extraction may start, kept in the agent's lease
+// record (pkg/lease) and written as the extraction's lease is released.
 
 // minDeferral is added to a cooldown deferral so that the redelivery lands after the end.
 const minDeferral = 20 * time.Millisecond
 
-func (s *Service) cooldownResult(ctx context.Context, agentID int64) (Result, bool) {
-	until, err := s.cooldownUntil(ctx, agentID)
-	if err != nil {
-		return transient(fmt.Sprintf("read cooldown of agent %d: %v", agentID, err), 1, s), true
-	}
+func (s *Service) cooldownResult(agentID int64, until time.Time) (Result, bool) {
 	wait := time.Until(until)
 	if wait <= 0 {
 		return Result{}, false
 	}
 	return deferred("cooldown", fmt.Sprintf("agent %d is in its extraction cooldown until %s",
 		agentID, until.UTC().Format(time.RFC3339Nano)), wait+jitter(minDeferral)), true
-}
-
-func (s *Service) setCooldown(ctx context.Context, agentID int64, runID string) {
-	cd := s.set.Memory.CooldownMinutes.Duration()
-	if cd <= 0 {
-		return
-	}
-	data, _ := json.Marshal(cooldown{Until: time.Now().Add(cd).UTC(), RunID: runID})
-	if _, err := s.d.Cooldown.Put(ctx, agentKey(agentID), data); err != nil {
-		s.d.Log.Warn("set cooldown", "agent", agentID, "err", err)
-	}
 }
 
 // ingest stores an event's inline messages once: the effect key of the event, scoped by

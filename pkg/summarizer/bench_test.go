@@ -99,12 +99,36 @@ func runClients(b *testing.B, n int, fn func(c int)) {
 	wg.Wait()
 }
 
-// BenchmarkPipelineOverhead measures one event at a time, each for a different agent (no
-// cooldown, no lease contention), against a fake LLM that answers at once: the time from
-// the publish call to the delivery being acknowledged after the daily note was written.
+// BenchmarkPipelineOverhead measures one event at a time, each for a different agent seen
+// before (no cooldown to wait for, no lease contention), against a fake LLM that answers at once: the
+// time from the publish call to the delivery being acknowledged after the daily note was
+// written, and the CPU time this process spent per event (it also runs the NATS server and,
+// on SQLite, the database). The same run first measures the floor (one publish with ack,
+// one pull and ack, one KV compare-and-swap, one SQL transaction appending a row) on the
+// same server and database, and reports the pipeline as a ratio to it. With
+// MATE_TEST_MYSQL_DSN set it runs on MariaDB too (whose server's CPU is not counted).
 func BenchmarkPipelineOverhead(b *testing.B) {
+	for _, name := range []string{"sqlite", "mysql"} {
+		b.Run("db="+name, func(b *testing.B) {
+			db := storetest.SQLite(b)
+			if name == "mysql" {
+				var ok bool
+				if db, ok = storetest.MySQL(b); !ok {
+					b.Skip("MATE_TEST_MYSQL_DSN not set")
+				}
+			}
+			pipelineOverhead(b, db)
+		})
+	}
+}
+
+func pipelineOverhead(b *testing.B, db storetest.DB) {
 	fake := llmtest.New(b, echoLLM)
-	h := newHarness(b, storetest.SQLite(b), withLLM(fake), withSyncAlways())
+	sqlc := &sqlCounter{}
+	// The shipped cooldown (each event is another agent's, so none waits for it): setting it
+	// is part of an extraction's cost.
+	h := newHarness(b, db, withLLM(fake), withSyncAlways(), withSQLCounter(sqlc),
+		withSettings(func(s *Settings) { s.Memory.CooldownMinutes = 5 }))
 	const events = 200
 	for a := 1; a <= events; a++ {
 		h.conversation(int64(a), "c1", fmt.Sprintf("t%d-1", a), 4)
@@ -112,34 +136,98 @@ func BenchmarkPipelineOverhead(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	ctx := context.Background()
+	fl := newFloor(b, h.js, h.db.DB)
+	for i := 0; i < 20; i++ { // warm up
+		if err := fl.event(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
 	done := make(chan Result, 1)
-	w := h.worker(h.service("w1"))
+	svc, snc := h.serviceConn("w1")
+	w := h.worker(svc)
 	w.settled = func(_ jetstream.Msg, res Result) { done <- res }
-	var lat []time.Duration
+	var lat, flat []time.Duration
 	for i := 0; i < b.N; i++ {
+		flat = flat[:0]
+		cpu0 := cpuTime()
+		for k := 0; k < events; k++ {
+			start := time.Now()
+			if err := fl.event(ctx); err != nil {
+				b.Fatal(err)
+			}
+			flat = append(flat, time.Since(start))
+		}
+		floorCPU := cpuTime() - cpu0
+
 		lat = lat[:0]
+		stmts, ops, writes := sqlc.n.Load(), sent(snc), kvWrites(b, h.js)
+		cpu0 = cpuTime()
 		for a := 1; a <= events; a++ {
 			start := time.Now()
 			h.publish(completed(int64(a), "c1", fmt.Sprintf("e-%d-%d", i, a), 4))
 			res := <-done
 			lat = append(lat, time.Since(start))
-			if res.Status != "completed" {
+			if i == 0 && res.Status != "completed" {
 				b.Fatalf("event %d: %s %s", a, res.Status, res.Reason)
 			}
 		}
-		// Later iterations find everything covered; measure that path too, separately.
-		if i == 0 {
-			report(b, lat, "extract")
+		cpu := cpuTime() - cpu0
+		// Later iterations find everything covered; the first one is what counts.
+		if i > 0 {
+			continue
+		}
+		perEvent := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / events }
+		fp50, fp99 := percentile(flat, 0.5), percentile(flat, 0.99)
+		p50, p99 := percentile(lat, 0.5), percentile(lat, 0.99)
+		b.ReportMetric(perEvent(floorCPU), "floor-cpu-ms/event")
+		b.ReportMetric(fp50, "floor-p50-ms")
+		b.ReportMetric(fp99, "floor-p99-ms")
+		b.ReportMetric(perEvent(cpu), "extract-cpu-ms/event")
+		b.ReportMetric(p50, "extract-p50-ms")
+		b.ReportMetric(p99, "extract-p99-ms")
+		b.ReportMetric(float64(cpu)/float64(floorCPU), "cpu/floor")
+		b.ReportMetric(p50/fp50, "p50/floor")
+		b.ReportMetric(p99/fp99, "p99/floor")
+		b.ReportMetric(float64(sqlc.n.Load()-stmts)/events, "sql-stmts/event")
+		b.ReportMetric(float64(sent(snc)-ops)/events, "kv-ops/event")
+		b.ReportMetric(float64(kvWrites(b, h.js)-writes)/events, "kv-writes/event")
+
+		// Each agent's cooldown runs now: a second event per agent waits for it, a third is
+		// acknowledged into the extraction that follows it.
+		for _, phase := range []struct {
+			conv, what, want string
+		}{{"c2", "wait", "cooldown"}, {"c3", "coalesce", deferralCoalesced}} {
+			for a := 1; a <= events; a++ {
+				h.conversation(int64(a), phase.conv, fmt.Sprintf("t%d-%s", a, phase.conv), 4)
+			}
+			lat = lat[:0]
+			stmts, ops, writes = sqlc.n.Load(), sent(snc), kvWrites(b, h.js)
+			cpu0 = cpuTime()
+			for a := 1; a <= events; a++ {
+				start := time.Now()
+				h.publish(completed(int64(a), phase.conv, fmt.Sprintf("e-%s-%d", phase.conv, a), 4))
+				res := <-done
+				lat = append(lat, time.Since(start))
+				if res.Deferral != phase.want {
+					b.Fatalf("%s event %d: %s %s (%s)", phase.what, a, res.Status, res.Reason, res.Deferral)
+				}
+			}
+			cpu = cpuTime() - cpu0
+			b.ReportMetric(perEvent(cpu), phase.what+"-cpu-ms/event")
+			b.ReportMetric(percentile(lat, 0.5), phase.what+"-p50-ms")
+			b.ReportMetric(float64(sqlc.n.Load()-stmts)/events, phase.what+"-sql-stmts/event")
+			b.ReportMetric(float64(sent(snc)-ops)/events, phase.what+"-kv-ops/event")
+			b.ReportMetric(float64(kvWrites(b, h.js)-writes)/events, phase.what+"-kv-writes/event")
 		}
 	}
 }
 
-func report(b *testing.B, lat []time.Duration, what string) {
+// percentile is the p-th percentile of lat in milliseconds.
+func percentile(lat []time.Duration, p float64) float64 {
 	s := append([]time.Duration(nil), lat...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	pct := func(p float64) float64 { return float64(s[int(p*float64(len(s)-1))].Microseconds()) / 1000 }
-	b.ReportMetric(pct(0.5), what+"-p50-ms")
-	b.ReportMetric(pct(0.99), what+"-p99-ms")
+	return float64(s[int(p*float64(len(s)-1))].Microseconds()) / 1000
 }
 
 // BenchmarkWorkers measures throughput with 1, 2 and 4 summarizer workers (each handling

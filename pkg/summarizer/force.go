@@ -17,7 +17,9 @@ func (s *Service) batchFor(ctx context.Context, job Job, last int64) (batch, err
 			return batch{}, fmt.Errorf("read watermark of %s: %w", job.ConversationID, err)
 		}
 		if wm >= last {
-			return s.forcedBatch(ctx, job.AgentID, job.ConversationID, last, s.set.Memory.MaxTranscriptMessages)
+			b, err := s.forcedBatch(ctx, job.AgentID, job.ConversationID, last, s.set.Memory.MaxTranscriptMessages)
+			b.firstFrom, b.partial = wm, true
+			return b, err
 		}
 	}
 	return s.buildBatch(ctx, job.AgentID, job.ConversationID, s.set.Memory.MaxTranscriptMessages)

@@ -125,9 +125,9 @@ func newHarness(t testing.TB, db storetest.DB, opts ...harnessOption) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.ws = workspace.New(db.DB, workspace.WithDefaults("zh", "UTC"), workspace.WithClock(h.now))
-	h.msgs = conversation.New(db.DB)
-	h.ledger = ledger.New(db.DB, nil)
+	h.ws = workspace.New(h.db.DB, workspace.WithDefaults("zh", "UTC"), workspace.WithClock(h.now))
+	h.msgs = conversation.New(h.db.DB)
+	h.ledger = ledger.New(h.db.DB, nil)
 	h.metrics = NewMetrics(prometheus.NewRegistry())
 	pnc, err := h.dialer.Connect("test-publisher")
 	if err != nil {
@@ -167,8 +167,14 @@ func (h *harness) serviceConn(owner string) (*Service, *nats.Conn) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	d := Deps{DB: h.db.DB, Workspace: h.ws, Ledger: h.ledger, Leases: lm, Cooldown: h.buckets.Cooldown,
-		Intents: h.buckets.Intents, Metrics: h.metrics, Log: quietLog(), Now: h.now}
+	// The service's buckets are bound on its own connection, so that its KV traffic can be
+	// counted there.
+	intents, err := js.KeyValue(context.Background(), bus.BucketIntent)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	d := Deps{DB: h.db.DB, Workspace: h.ws, Ledger: h.ledger, Leases: lm,
+		Intents: intents, Metrics: h.metrics, Log: quietLog(), Now: h.now}
 	if h.llm != nil {
 		d.LLM = llm.NewOpenAI(h.llmCfg)
 	}

@@ -11,19 +11,21 @@ import (
 
 	"github.com/matememory/matememory/pkg/bus"
 	"github.com/matememory/matememory/pkg/eventpub"
+	"github.com/matememory/matememory/pkg/lease"
 	"github.com/matememory/matememory/pkg/store/storetest"
 )
 
 // TestStreamLimitsAndBucketTTLs: MATE_EVENTS takes the configured byte and message limits
-// and, when full, refuses new events instead of discarding unprocessed ones; the cooldown
-// and intent buckets expire their keys (and delete markers) after a TTL that outlives every
-// cooldown and every recovery.
+// and, when full, refuses new events instead of discarding unprocessed ones; the lease
+// bucket (which keeps each agent's cooldown) and the intent bucket expire their keys after a
+// TTL that outlives every cooldown and every recovery.
 func TestStreamLimitsAndBucketTTLs(t *testing.T) {
 	h := newHarness(t, storetest.SQLite(t), withSettings(func(s *Settings) {
 		s.MaxMsgs, s.MaxBytes = 3, 1<<20
 		s.Memory.CooldownMinutes = 5
 		s.MaxAge = 14 * 24 * time.Hour
 	}))
+	h.service("w1") // creates the lease bucket
 	ctx := context.Background()
 	st, err := h.js.Stream(ctx, bus.StreamEvents)
 	if err != nil {
@@ -49,7 +51,7 @@ func TestStreamLimitsAndBucketTTLs(t *testing.T) {
 	for _, c := range []struct {
 		bucket string
 		want   time.Duration
-	}{{bus.BucketCooldown, time.Hour}, {bus.BucketIntent, 28 * 24 * time.Hour}} {
+	}{{bus.BucketLease, lease.DefaultRetention}, {bus.BucketIntent, 28 * 24 * time.Hour}} {
 		kv, err := h.js.KeyValue(ctx, c.bucket)
 		if err != nil {
 			t.Fatal(err)
@@ -62,7 +64,7 @@ func TestStreamLimitsAndBucketTTLs(t *testing.T) {
 			t.Errorf("%s TTL %s, want %s", c.bucket, s.TTL(), c.want)
 		}
 	}
-	if CooldownTTL(h.set) <= h.set.Memory.CooldownMinutes.Duration() || IntentTTL(h.set) <= h.set.MaxAge {
+	if lease.DefaultRetention <= h.set.Memory.CooldownMinutes.Duration() || IntentTTL(h.set) <= h.set.MaxAge {
 		t.Fatal("a TTL is shorter than what it must outlive")
 	}
 }

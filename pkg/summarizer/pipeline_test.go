@@ -321,8 +321,10 @@ func TestFlushRequestExtractsUnderCooldown(t *testing.T) {
 		r := h.runs("ctx-evict-2-x-6")
 		return h.settled() && len(r) > 0 && r[0].Status == store.RunCompleted
 	})
+	// A cooldown deferral leaves no ledger row: the one row is the extraction, on a later
+	// delivery (the first was deferred: no failure left a row).
 	runs := h.runs("ctx-evict-2-x-6")
-	if len(runs) < 2 || runs[len(runs)-1].Status != store.RunDeferred || !strings.Contains(runs[len(runs)-1].Reason, "cooldown") {
+	if len(runs) != 1 || runs[0].Attempt < 2 {
 		t.Fatalf("the flush did not wait for the cooldown: %+v", runs)
 	}
 	notes, _ := h.ws.ListContent(context.Background(), 2, "memory/", 0)

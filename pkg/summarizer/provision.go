@@ -45,14 +45,6 @@ func EventsStreamConfig(set Settings) jetstream.StreamConfig {
 	return cfg
 }
 
-// CooldownTTL is the cooldown bucket's TTL: a cooldown entry only says when an agent's next
-// extraction may start, so once it is in the past it means nothing; the TTL (well beyond any
-// cooldown) removes it, and the delete markers, instead of keeping a key per agent forever.
-// An entry that expired early would only shorten a cooldown: no event is ever dropped.
-func CooldownTTL(set Settings) time.Duration {
-	return max(2*set.Memory.CooldownMinutes.Duration(), time.Hour)
-}
-
 // IntentTTL is the intent bucket's TTL. An intent outlives its run only after a crash
 // between the daily append and the watermark update, and is recovered by the next lease of
 // that agent, at the latest when the crashed event is redelivered (within ack-wait ×
@@ -81,14 +73,15 @@ func ConsumerConfig(set Settings) jetstream.ConsumerConfig {
 	}
 }
 
-// Buckets are the KV buckets the summarizer needs besides the lease bucket.
+// Buckets are the KV buckets the summarizer needs besides the lease bucket (which holds
+// each agent's lease and cooldown).
 type Buckets struct {
-	Cooldown jetstream.KeyValue
-	Intents  jetstream.KeyValue
+	// Intents is read only, for agents an older version worked on last.
+	Intents jetstream.KeyValue
 }
 
 // Provision creates or updates, idempotently, everything the pipeline needs on JetStream:
-// MATE_EVENTS, MATE_DLQ, the summarizer durable, and the cooldown and intent buckets. The
+// MATE_EVENTS, MATE_DLQ, the summarizer durable, and the intent bucket (read only). The
 // API runs it too (it publishes onto MATE_EVENTS).
 func Provision(ctx context.Context, js jetstream.JetStream, set Settings) (Buckets, error) {
 	if event.Stream != bus.StreamEvents || event.SubjectCompleted != bus.SubjectCompleted || event.SubjectSummarize != bus.SubjectSummarize {
@@ -116,7 +109,6 @@ func Provision(ctx context.Context, js jetstream.JetStream, set Settings) (Bucke
 		})
 		return k
 	}
-	b.Cooldown = kv(bus.BucketCooldown, "MateMemory: per agent, when its next LLM extraction may start", CooldownTTL(set))
 	b.Intents = kv(bus.BucketIntent, "MateMemory: per agent, the message ranges of a daily entry being appended", IntentTTL(set))
 	return b, err
 }

@@ -1,8 +1,9 @@
 // Package summarizer is MateMemory's automatic memory extraction (the spec's
 // PostConversationMemoryListener and MemorySummarizationService) rebuilt as JetStream
 // workers: it consumes ConversationCompletedEvents and manual summarize requests, takes the
-// per-agent lease, honours the cooldown without dropping anything (events are redelivered
-// later and one extraction covers everything of the agent not yet extracted), asks the LLM
+// per-agent lease, honours the cooldown without dropping anything (one event per agent waits
+// for its end, the others are acknowledged into the extraction that follows, and one
+// extraction covers everything of the agent not yet extracted), asks the LLM
 // (or the offline provider) what to remember, and writes PROFILE.md, MEMORY.md and the daily
 // note safely: compare-and-swap with re-read and retry, a guard against destructive
 // rewrites, secrets redacted, the daily entry appended once per covered message range.
@@ -118,10 +119,10 @@ type Deps struct {
 	DB        *gorm.DB
 	Workspace *workspace.Service
 	Ledger    *ledger.Ledger
-	Leases    *lease.Manager
-	// Cooldown and Intents are the KV buckets bus.BucketCooldown and bus.BucketIntent.
-	Cooldown jetstream.KeyValue
-	Intents  jetstream.KeyValue
+	// Leases is the per-agent record (lease and cooldown) in bus.BucketLease.
+	Leases *lease.Manager
+	// Intents is bus.BucketIntent, read only for agents an older version worked on last.
+	Intents jetstream.KeyValue
 	// LLM is nil when none is configured: the offline provider is used.
 	LLM     llm.Client
 	Prompts *prompt.Loader
@@ -269,11 +270,28 @@ func deferred(kind, reason string, delay time.Duration) Result {
 	return Result{Status: store.RunDeferred, Reason: reason, Retry: true, Delay: delay, Deferral: kind}
 }
 
-// Handle processes one job and records one ledger row for it.
+// attempt is one handling of a job: its ledger row and what the lease's release writes.
+type attempt struct {
+	run   ledger.Run
+	start time.Time
+	// recorded is set when the ledger row was written in the extraction's own commit.
+	recorded bool
+	// cooldown, when set, is written into the agent's record as the lease is released.
+	cooldown    time.Time
+	cooldownRun string
+	// waiter is set when this delivery is the one the agent's record says waits for the
+	// cooldown; coalesced are the events acknowledged into this extraction, and
+	// coalescedDone says their ledger rows were committed.
+	waiter        bool
+	coalesced     []lease.Coalesced
+	coalescedDone bool
+}
+
+// Handle processes one job and records one ledger row for it, except for a deferral
+// (cooldown, held lease), which costs no ledger row: the metrics count those.
 func (s *Service) Handle(parent context.Context, job Job) Result {
-	start := time.Now()
-	run := ledger.Run{RunID: uuid.NewString(), Kind: ledger.KindSummarize, AgentID: job.AgentID,
-		EventID: job.EventID, Attempt: job.Attempt, Conversations: []string{job.ConversationID}}
+	a := &attempt{start: time.Now(), run: ledger.Run{RunID: uuid.NewString(), Kind: ledger.KindSummarize, AgentID: job.AgentID,
+		EventID: job.EventID, Attempt: job.Attempt, Conversations: []string{job.ConversationID}}}
 	ctx := parent
 	if s.set.HandlerTimeout > 0 {
 		var cancel context.CancelFunc
@@ -281,13 +299,45 @@ func (s *Service) Handle(parent context.Context, job Job) Result {
 			fmt.Errorf("the delivery's handling exceeded its budget of %s (a stalled database or LLM call?)", s.set.HandlerTimeout))
 		defer cancel()
 	}
-	res := s.handle(ctx, job, &run)
+	res := s.handle(ctx, job, a)
 	if parent.Err() != nil && res.Retry {
 		// Shutting down: let another worker take it now rather than after a backoff.
 		res.Delay = 0
 	}
+	if !a.recorded {
+		res = s.settle(job, a, res)
+		if !cheapDeferral(res) {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.set.DBTimeout)
+			defer cancel()
+			if _, err := s.d.Ledger.Record(rctx, a.run); err != nil {
+				s.d.Log.Error("record summarize run", "agent", job.AgentID, "event", job.EventID, "err", err)
+			}
+		}
+	}
+	if res.Status == store.RunFailed {
+		s.warn.Warn("summarize run failed", "agent", job.AgentID, "run", a.run.RunID, "event", job.EventID,
+			"attempt", job.Attempt, "retrying", res.Retry, "cause", res.Reason)
+	}
+	s.d.Metrics.Outcomes.WithLabelValues(res.Status).Inc()
+	if res.Deferral != "" {
+		s.d.Metrics.Deferrals.WithLabelValues(res.Deferral).Inc()
+	}
+	s.d.Metrics.RunSeconds.Observe(time.Since(a.start).Seconds())
+	return res
+}
+
+// cheapDeferral is a deferral decided from the agent's record alone (its cooldown runs,
+// another worker holds its lease): redelivered later, it leaves no ledger row. An event
+// acknowledged into the agent's next extraction gets its row in that extraction's commit.
+func cheapDeferral(res Result) bool {
+	return res.Status == store.RunDeferred && (res.Deferral == "cooldown" || res.Deferral == "lease") ||
+		res.Deferral == deferralCoalesced
+}
+
+// settle turns what handling a job gave into its outcome, and fills the ledger row with it.
+func (s *Service) settle(job Job, a *attempt, res Result) Result {
 	if res.Retry && job.LastAttempt {
-		res = Result{Status: store.RunFailed, DeadLetter: true, FilesChanged: res.FilesChanged,
+		res = Result{Status: store.RunFailed, DeadLetter: true, FilesChanged: res.FilesChanged, Covered: res.Covered,
 			Reason: fmt.Sprintf("gave up after %d deliveries: %s", job.Attempt, res.Reason)}
 	}
 	if job.Replay {
@@ -300,24 +350,10 @@ func (s *Service) Handle(parent context.Context, job Job) Result {
 		// Final: nothing retries it (the Go client's WaitRun stops on this word).
 		res.Reason += " (dead-lettered)"
 	}
-	run.Status, run.Reason = res.Status, res.Reason
-	run.FilesChanged = res.FilesChanged
-	run.LatencyMs = time.Since(start).Milliseconds()
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.set.DBTimeout)
-	defer cancel()
-	if _, err := s.d.Ledger.Record(rctx, run); err != nil {
-		s.d.Log.Error("record summarize run", "agent", job.AgentID, "event", job.EventID, "err", err)
-	}
-	res.RunID = run.RunID
-	if res.Status == store.RunFailed {
-		s.warn.Warn("summarize run failed", "agent", job.AgentID, "run", run.RunID, "event", job.EventID,
-			"attempt", job.Attempt, "retrying", res.Retry, "cause", res.Reason)
-	}
-	s.d.Metrics.Outcomes.WithLabelValues(res.Status).Inc()
-	if res.Deferral != "" {
-		s.d.Metrics.Deferrals.WithLabelValues(res.Deferral).Inc()
-	}
-	s.d.Metrics.RunSeconds.Observe(time.Since(start).Seconds())
+	a.run.Status, a.run.Reason = res.Status, res.Reason
+	a.run.FilesChanged = res.FilesChanged
+	a.run.LatencyMs = time.Since(a.start).Milliseconds()
+	res.RunID = a.run.RunID
 	return res
 }
 
@@ -325,9 +361,17 @@ func (s *Service) Handle(parent context.Context, job Job) Result {
 // chat service stores them concurrently) is deferred before it is skipped as too short.
 const waitForMessages = 3
 
-func (s *Service) handle(ctx context.Context, job Job, run *ledger.Run) Result {
-	if _, err := s.d.Workspace.EnsureAgent(ctx, job.AgentID); err != nil {
-		return transient(fmt.Sprintf("load agent %d: %v", job.AgentID, err), job.Attempt, s)
+func (s *Service) handle(ctx context.Context, job Job, a *attempt) (res Result) {
+	if !job.Urgent && job.Attempt > 1 {
+		// A redelivery, most often of an event deferred for the cooldown: the first delivery
+		// stored its messages and registered its conversation, so while the cooldown runs it
+		// waits again at the cost of one KV read, no SQL. (Had that delivery failed before
+		// registering, waiting once more still drops nothing: it registers after the cooldown.)
+		if st, err := s.d.Leases.Read(ctx, job.AgentID); err == nil {
+			if r, wait := s.cooldownResult(job.AgentID, st.CooldownUntil); wait {
+				return r
+			}
+		}
 	}
 	ev := job.Event
 	if ev != nil && len(ev.Messages) > 0 {
@@ -357,18 +401,42 @@ func (s *Service) handle(ctx context.Context, job Job, run *ledger.Run) Result {
 		return Result{Status: store.RunSkipped, Covered: true,
 			Reason: fmt.Sprintf("conversation %s has %d stored messages; min-messages-for-summarize is %d", job.ConversationID, count, min)}
 	}
-	if err := s.register(ctx, job.AgentID, job.ConversationID); err != nil {
+	// Registering the conversation (a watermark row at message 0) is what lets any later
+	// extraction of the agent cover it: a deferred event's messages are swept up by the next
+	// extraction, whichever event runs it.
+	wm, err := s.register(ctx, job.AgentID, job.ConversationID)
+	if err != nil {
 		return transient(fmt.Sprintf("register conversation %s: %v", job.ConversationID, err), job.Attempt, s)
 	}
-	if r, done := s.coveredResult(ctx, job, last); done {
+	// One read of the agent's record says whether its cooldown runs, whether its lease is
+	// held and who waits for the cooldown; the lease is taken from exactly that revision, so
+	// all that still holds when it is.
+	st, err := s.d.Leases.Read(ctx, job.AgentID)
+	if err != nil {
+		return transient(err.Error(), job.Attempt, s)
+	}
+	a.waiter = job.Event != nil && !job.Manual && st.Waiter == job.EventID
+	// Events acknowledged into the agent's next extraction are swept up by their waiter, or
+	// by any job once the waiter is overdue.
+	sweep := len(st.Coalesced) > 0 && (a.waiter || !s.waiterLive(st))
+	if r, done := s.coveredResult(job, wm, last); done && !sweep {
+		if a.waiter {
+			return s.stopWaiting(ctx, job, st, r)
+		}
 		return r
 	}
 	if !job.Urgent {
-		if r, wait := s.cooldownResult(ctx, job.AgentID); wait {
-			return r
+		if r, wait := s.cooldownResult(job.AgentID, st.CooldownUntil); wait {
+			return s.wait(ctx, job, st, r)
 		}
 	}
-	l, err := s.d.Leases.Acquire(ctx, job.AgentID, "summarize")
+	// The agent is read once per job, and only for an extraction: its language and time
+	// zone serve it (the first sight of an agent seeds its files here).
+	agent, err := s.d.Workspace.EnsureAgent(ctx, job.AgentID)
+	if err != nil {
+		return transient(fmt.Sprintf("load agent %d: %v", job.AgentID, err), job.Attempt, s)
+	}
+	l, err := s.d.Leases.AcquireFrom(ctx, job.AgentID, "summarize", st)
 	if errors.Is(err, lease.ErrHeld) {
 		s.d.Metrics.Contention.Inc()
 		return deferred("lease", err.Error(), s.leaseDelay(job))
@@ -376,11 +444,33 @@ func (s *Service) handle(ctx context.Context, job Job, run *ledger.Run) Result {
 	if err != nil {
 		return transient(err.Error(), job.Attempt, s)
 	}
+	a.coalesced = l.Record().Coalesced
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		if err := l.Release(rctx); err != nil {
+		err := l.Release(rctx, func(r *lease.Record) {
+			if !a.cooldown.IsZero() {
+				r.CooldownUntil, r.CooldownRun = a.cooldown, a.cooldownRun
+			}
+			if a.coalescedDone {
+				r.Coalesced = nil
+			}
+			if a.waiter {
+				if res.Retry {
+					// Back after the cooldown (a backlog) or the backoff (a failure).
+					r.WaiterUntil = later(r.CooldownUntil, time.Now().Add(res.Delay)).Add(s.waiterGrace())
+				} else {
+					r.Waiter, r.WaiterUntil = "", time.Time{}
+				}
+			}
+		})
+		if err != nil {
 			s.d.Log.Warn("release lease", "agent", job.AgentID, "err", err)
+			if a.waiter && !res.Retry {
+				// Still the agent's recorded waiter: never acknowledged as such, it comes back
+				// (finding its work done) to stand down.
+				res.Retry, res.Delay = true, s.backoff(job.Attempt)
+			}
 		}
 	}()
 	wctx, cancel := context.WithCancelCause(l.Context())
@@ -388,36 +478,25 @@ func (s *Service) handle(ctx context.Context, job Job, run *ledger.Run) Result {
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	defer stop()
 
-	if err := s.recoverIntent(wctx, job.AgentID); err != nil {
-		return s.workErr(wctx, l, job, "recover an interrupted extraction", err)
-	}
-	if r, done := s.coveredResult(wctx, job, last); done {
-		return r
-	}
-	if !job.Urgent {
-		// Another worker may have finished (and set the cooldown) between our first check and
-		// our lease.
-		if r, wait := s.cooldownResult(wctx, job.AgentID); wait {
-			return r
+	if st.Legacy {
+		// Only an older version, which kept intents in KV, can have left one for this agent:
+		// it never wrote the records this version writes.
+		if err := s.recoverIntent(wctx, job.AgentID); err != nil {
+			return s.workErr(wctx, l, job, "recover an interrupted extraction", err)
 		}
 	}
-	var res Result
+	// Whatever was committed between the reads above and the lease shows in the batch, which
+	// is read under the lease: covered meanwhile, it is empty.
 	for round := 0; ; round++ {
-		res = s.extract(wctx, l, job, run, last)
-		if res.Retry || res.DeadLetter || res.Covered || !job.Urgent || round >= maxManualRounds {
+		final := !job.Urgent || round+1 >= maxManualRounds
+		res = s.extract(wctx, l, job, a, agent, last, st.CooldownUntil, final)
+		if res.Retry || res.DeadLetter || res.Covered || final {
 			break
 		}
 		// An urgent request extracts its conversation completely, one transcript budget at a time.
 	}
-	if job.Force {
+	if job.Force && !a.recorded {
 		res.Reason = "force: " + res.Reason
-	}
-	if !res.Covered && !res.Retry && !res.DeadLetter && !job.Urgent {
-		// The conversation had more new messages than one transcript holds: the rest goes
-		// into the next extraction after the cooldown.
-		res.Retry, res.Deferral = true, "backlog"
-		res.Delay = s.cooldownRemaining(wctx, job.AgentID)
-		res.Reason += "; more messages of this conversation remain, deferred to the next extraction"
 	}
 	return res
 }
@@ -425,11 +504,9 @@ func (s *Service) handle(ctx context.Context, job Job, run *ledger.Run) Result {
 // maxManualRounds bounds the transcript-sized extractions one manual request runs.
 const maxManualRounds = 20
 
-func (s *Service) coveredResult(ctx context.Context, job Job, last int64) (Result, bool) {
-	wm, err := s.watermark(ctx, job.AgentID, job.ConversationID)
-	if err != nil {
-		return transient(fmt.Sprintf("read watermark of %s: %v", job.ConversationID, err), job.Attempt, s), true
-	}
+// coveredResult says whether job is done with, its conversation being extracted up to
+// wm already (last is its last message).
+func (s *Service) coveredResult(job Job, wm, last int64) (Result, bool) {
 	if wm < last || job.Manual && job.Force {
 		return Result{}, false
 	}
@@ -481,18 +558,11 @@ const maxConflictRounds = 3
 
 // extract runs one extraction over the agent's pending messages (the job's conversation
 // first), under the lease.
-func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, run *ledger.Run, last int64) Result {
+func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, a *attempt, agent store.Agent, last int64, cooldown time.Time, final bool) Result {
 	agentID := job.AgentID
-	agent, err := s.d.Workspace.EnsureAgent(ctx, agentID)
-	if err != nil {
-		return s.workErr(ctx, l, job, "load agent", err)
-	}
-	loc, err := s.d.Workspace.Location(ctx, agentID)
-	if err != nil {
-		return s.workErr(ctx, l, job, "load agent time zone", err)
-	}
+	run := &a.run
 	now := s.d.Now()
-	date := now.In(loc).Format("2006-01-02")
+	date := now.In(agentLocation(agent)).Format("2006-01-02")
 	daily := "memory/" + date + ".md"
 
 	b, err := s.batchFor(ctx, job, last)
@@ -501,14 +571,18 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, run *led
 	}
 	run.Conversations = b.conversations()
 	if len(b.spans) == 0 {
-		return Result{Status: store.RunCompleted, Covered: true, Reason: "nothing pending (covered meanwhile)"}
+		res := Result{Status: store.RunCompleted, Covered: true, Reason: "nothing pending (covered meanwhile)"}
+		if len(a.coalesced) > 0 {
+			// The coalesced events' conversations are covered: their ledger rows are written.
+			res, _ = s.commitRun(ctx, l, job, a, b, last, final, cooldown, res, dailyEntry{})
+		}
+		return res
 	}
 	if len(b.msgs) == 0 {
-		if err := s.commit(ctx, l, agentID, b.spans); err != nil {
-			return s.workErr(ctx, l, job, "advance watermarks", err)
-		}
-		return s.after(ctx, job, last, Result{Status: store.RunSkipped,
-			Reason: fmt.Sprintf("no user or assistant messages with content among %d new messages (tool and system messages, and blank messages, are not extracted)", b.scanned)})
+		res, _ := s.commitRun(ctx, l, job, a, b, last, final, cooldown, Result{Status: store.RunSkipped,
+			Reason: fmt.Sprintf("no user or assistant messages with content among %d new messages (tool and system messages, and blank messages, are not extracted)", b.scanned)},
+			dailyEntry{})
+		return res
 	}
 
 	prov := s.provider()
@@ -602,34 +676,10 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, run *led
 			return s.workErr(ctx, l, job, "before the commit", err)
 		}
 	}
-	// What the model answered is committed even when the worker is stopping, so that a
-	// graceful stop never throws away an LLM call's work. Only a lost lease stops it.
-	ctx, cancel := context.WithTimeout(l.Context(), s.set.DBTimeout)
-	defer cancel()
-	// One transaction appends the daily entry, moves the watermarks from exactly where this
-	// batch started and raises the agent's fencing value to this lease's token: a holder that
-	// lost its lease, or a batch overlapping one applied meanwhile, fails here as a whole.
-	if entry != "" {
-		key := effectKey(agentID, b.spans)
-		_, err := s.d.Workspace.Append(ctx, agentID, daily, entry+"\n", "# "+date+"\n\n",
-			workspace.Change{Actor: store.ActorSummarizer, Ref: run.RunID, EffectKey: key,
-				InTx: func(tx *gorm.DB) error { return s.commitTx(tx, l, agentID, b.spans) }})
-		switch {
-		case errors.Is(err, workspace.ErrAlreadyApplied):
-			s.d.Log.Info("daily entry already appended for these messages", "agent", agentID, "key", key)
-			if err := s.commit(ctx, l, agentID, b.spans); err != nil {
-				return s.workErr(ctx, l, job, "advance watermarks", err)
-			}
-		case err != nil:
-			return s.workErr(ctx, l, job, "append to "+daily, err)
-		default:
-			files = append(files, daily)
-		}
-	} else if err := s.commit(ctx, l, agentID, b.spans); err != nil {
-		return s.workErr(ctx, l, job, "advance watermarks", err)
-	}
-	if out.Provider == ProviderLLM {
-		s.setCooldown(ctx, agentID, run.RunID)
+	var next time.Time
+	if cd := s.set.Memory.CooldownMinutes.Duration(); out.Provider == ProviderLLM && cd > 0 {
+		next = time.Now().Add(cd).UTC()
+		cooldown = next
 	}
 
 	res := Result{Status: store.RunCompleted, FilesChanged: files}
@@ -647,14 +697,116 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, run *led
 			res.Reason += ": " + out.Reason
 		}
 	}
-	return s.after(ctx, job, last, res)
+	res, committed := s.commitRun(ctx, l, job, a, b, last, final, cooldown, res, dailyEntry{text: entry, file: daily, date: date})
+	if committed && !next.IsZero() {
+		// Committed: the agent's next LLM extraction waits for the cooldown, written into its
+		// record as the lease is released.
+		a.cooldown, a.cooldownRun = next, run.RunID
+	}
+	return res
 }
 
-// after marks whether the job's conversation is now covered.
-func (s *Service) after(ctx context.Context, job Job, last int64, res Result) Result {
-	wm, err := s.watermark(ctx, job.AgentID, job.ConversationID)
-	res.Covered = err == nil && wm >= last
-	return res
+// dailyEntry is what an extraction appends to the day's note (nothing when text is empty).
+type dailyEntry struct {
+	text, file, date string
+}
+
+// commitRun commits an extraction in one transaction: it appends the daily entry (once per
+// message range: its effect key), moves the watermarks from exactly where the batch started,
+// raises the agent's fencing value to this lease's token, and, when this extraction is the
+// job's outcome (final, or covering its conversation), writes the job's ledger row. A holder
+// that lost its lease, or a batch overlapping one applied meanwhile, fails as a whole. It
+// reports whether the extraction committed.
+func (s *Service) commitRun(ctx context.Context, l *lease.Lease, job Job, a *attempt, b batch, last int64, final bool,
+	cooldown time.Time, res Result, entry dailyEntry) (Result, bool) {
+	agentID := job.AgentID
+	res.Covered = b.covers(job.ConversationID, last)
+	// A batch that left none of the agent's pending messages out covers the coalesced events.
+	sweep := len(a.coalesced) > 0 && !b.partial
+	if a.waiter && len(a.coalesced) > 0 && b.partial {
+		// The waiter stays until the coalesced events are covered too.
+		res.Covered = false
+	}
+	if !res.Covered && !job.Urgent {
+		// The conversation had more new messages than one transcript holds: the rest goes
+		// into the next extraction after the cooldown.
+		res.Retry, res.Deferral = true, "backlog"
+		res.Delay = max(time.Until(cooldown), 0) + jitter(minDeferral)
+		res.Reason += "; more messages of this conversation remain, deferred to the next extraction"
+	}
+	record := final || res.Covered || res.Retry
+	if record && job.Force {
+		res.Reason = "force: " + res.Reason
+	}
+	// What the model answered is committed even when the worker is stopping, so that a
+	// graceful stop never throws away an LLM call's work. Only a lost lease stops it.
+	ctx, cancel := context.WithTimeout(l.Context(), s.set.DBTimeout)
+	defer cancel()
+	// The outcome, and so the ledger row, is settled before the transaction that records it.
+	inTx := func(out *Result) func(tx *gorm.DB) error {
+		if record {
+			*out = s.settle(job, a, *out)
+		}
+		return func(tx *gorm.DB) error {
+			if err := s.commitTx(tx, l, agentID, b.spans); err != nil {
+				return err
+			}
+			if sweep {
+				if err := s.recordCoalesced(tx, job.AgentID, a); err != nil {
+					return err
+				}
+			}
+			if !record {
+				return nil
+			}
+			_, err := s.d.Ledger.RecordTx(tx, a.run)
+			return err
+		}
+	}
+	done := func(out Result) Result {
+		a.recorded = record
+		a.coalescedDone = sweep
+		return out
+	}
+	if entry.text != "" {
+		key := effectKey(agentID, b.spans)
+		appended := res
+		appended.FilesChanged = append(append([]string(nil), res.FilesChanged...), entry.file)
+		_, err := s.d.Workspace.Append(ctx, agentID, entry.file, entry.text+"\n", "# "+entry.date+"\n\n",
+			workspace.Change{Actor: store.ActorSummarizer, Ref: a.run.RunID, EffectKey: key, InTx: inTx(&appended)})
+		switch {
+		case errors.Is(err, workspace.ErrAlreadyApplied):
+			s.d.Log.Info("daily entry already appended for these messages", "agent", agentID, "key", key)
+		case err != nil:
+			return s.workErr(ctx, l, job, "append to "+entry.file, err), false
+		default:
+			return done(appended), true
+		}
+	}
+	if err := s.d.DB.WithContext(ctx).Transaction(inTx(&res)); err != nil {
+		return s.workErr(ctx, l, job, "advance watermarks", err), false
+	}
+	return done(res), true
+}
+
+// later is the later of two times.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// agentLocation is the agent's time zone (UTC when it names none that loads).
+func agentLocation(a store.Agent) *time.Location {
+	if a.Timezone == "" || a.Timezone == "Local" {
+		return time.Local
+	}
+	loc, err := time.LoadLocation(a.Timezone)
+	if err != nil {
+		return time.UTC
+	}
+	return loc
 }
 
 func contains(list []string, s string) bool {

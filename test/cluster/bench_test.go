@@ -5,6 +5,7 @@ package cluster
 // enough:
 //
 //	go test ./test/cluster -run '^$' -bench . -benchtime=1x -timeout 60m
+//	MATE_BENCH_REPLICAS=3 go test ./test/cluster -run '^$' -bench Summarizers -benchtime=1x
 //	MATE_BENCH_DRAIN_PROCS=4,8 go test ./test/cluster -run '^$' -bench Drain -benchtime=1x
 //
 // Figures, machine and exact commands: docs/benchmarks.md.
@@ -54,11 +55,11 @@ type benchEnv struct {
 	db  database
 }
 
-func newBenchEnv(b *testing.B, procs int) *benchEnv {
+func newBenchEnv(b *testing.B, procs, replicas int) *benchEnv {
 	db := benchDB(b)
 	llm := newFakeLLM(b, benchLLMDelay)
 	e := newEnv(b, db, llm, "MATE_MEMORY_COOLDOWN_MINUTES=0",
-		"MATE_NATS_ACK_WAIT_SECONDS=60", "MATE_MEMORY_LEASE_TTL_SECONDS=30")
+		"MATE_NATS_ACK_WAIT_SECONDS=60", "MATE_MEMORY_LEASE_TTL_SECONDS=30", fmt.Sprintf("MATE_NATS_REPLICAS=%d", replicas))
 	for i := 1; i <= procs; i++ {
 		e.start("summarizer", fmt.Sprintf("summarizer-%d", i))
 	}
@@ -166,21 +167,116 @@ func (be *benchEnv) report(b *testing.B, procs, events int, total time.Duration)
 
 // BenchmarkClusterSummarizers: throughput of 1, 2, 4 and 8 summarizer processes over 1,000
 // agents, one event each (one LLM call each), fake LLM answering after 200 ms, against
-// the ideal of processes × per-process concurrency × 5 calls per second.
+// the ideal of processes × per-process concurrency × 5 calls per second, with the streams
+// and buckets at the replica counts in MATE_BENCH_REPLICAS (default 1,3). It also reports
+// the CPU time per event of the summarizer processes, of this process (the three NATS
+// nodes, the fake LLM, the publisher) and of the local MariaDB server (shared with whatever
+// else uses it).
 func BenchmarkClusterSummarizers(b *testing.B) {
-	for _, procs := range []int{1, 2, 4, 8} {
-		b.Run(fmt.Sprintf("processes=%d", procs), func(b *testing.B) {
-			be := newBenchEnv(b, procs)
-			const agents = 1000
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				be.llm.extracts.Store(0)
-				events := benchEvents(int64(i*agents+1), agents, 1, fmt.Sprintf("t%d", i))
-				total, _ := be.run(b, events)
-				be.report(b, procs, len(events), total)
-			}
-		})
+	for _, replicas := range benchList(b, "MATE_BENCH_REPLICAS", []int{1, 3}) {
+		for _, procs := range []int{1, 2, 4, 8} {
+			b.Run(fmt.Sprintf("R%d/processes=%d", replicas, procs), func(b *testing.B) {
+				be := newBenchEnv(b, procs, replicas)
+				const agents = 1000
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					be.llm.extracts.Store(0)
+					events := benchEvents(int64(i*agents+1), agents, 1, fmt.Sprintf("t%d", i))
+					cpu0 := be.cpu()
+					total, _ := be.run(b, events)
+					be.report(b, procs, len(events), total)
+					be.reportCPU(b, cpu0, len(events))
+				}
+			})
+		}
 	}
+}
+
+// benchList reads a comma-separated list of positive numbers from the environment.
+func benchList(b *testing.B, name string, def []int) []int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			b.Fatalf("%s=%q: want numbers such as 1,3", name, v)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// cpuSample is the CPU time used so far by the summarizer processes, this process, and
+// the local database server.
+type cpuSample struct{ workers, self, db time.Duration }
+
+func (be *benchEnv) cpu() cpuSample {
+	var s cpuSample
+	be.mu.Lock()
+	for _, p := range be.procs {
+		s.workers += procCPU(p.cmd.Process.Pid)
+	}
+	be.mu.Unlock()
+	s.self = procCPU(os.Getpid())
+	if pid := findProcess("mariadbd", "mysqld"); pid > 0 {
+		s.db = procCPU(pid)
+	}
+	return s
+}
+
+func (be *benchEnv) reportCPU(b *testing.B, from cpuSample, events int) {
+	to := be.cpu()
+	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(events) }
+	b.ReportMetric(per(to.workers-from.workers), "summarizers-cpu-ms/event")
+	b.ReportMetric(per(to.self-from.self), "nats+llm-cpu-ms/event")
+	if be.db.Name == "mysql" {
+		b.ReportMetric(per(to.db-from.db), "mariadbd-cpu-ms/event")
+	}
+}
+
+// procCPU is a process's user and system CPU time (Linux /proc; 0 elsewhere).
+func procCPU(pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name (which is in parentheses and may hold spaces).
+	_, rest, ok := strings.Cut(string(raw), ") ")
+	if !ok {
+		return 0
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	const hz = 100 // USER_HZ
+	return time.Duration(ut+st) * time.Second / hz
+}
+
+// findProcess returns the pid of the first process whose command is one of names.
+func findProcess(names ...string) int {
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil {
+			continue
+		}
+		for _, n := range names {
+			if strings.TrimSpace(string(comm)) == n {
+				return pid
+			}
+		}
+	}
+	return 0
 }
 
 // BenchmarkClusterDrain: the drain time of a backlog of 10,000 events (1,000 agents × 10
@@ -200,7 +296,7 @@ func BenchmarkClusterDrain(b *testing.B) {
 	}
 	for _, procs := range procsList {
 		b.Run(fmt.Sprintf("processes=%d", procs), func(b *testing.B) {
-			be := newBenchEnv(b, procs)
+			be := newBenchEnv(b, procs, 3)
 			const agents, convs = 1000, 10
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
