@@ -86,7 +86,11 @@ type Filter struct {
 	AgentID int64
 	Kind    string
 	EventID string
-	Limit   int
+	// Status, when set, keeps runs of that status; Since and Until (when not zero) bound
+	// the creation time (Since inclusive, Until exclusive).
+	Status       string
+	Since, Until time.Time
+	Limit        int
 }
 
 // List returns runs, newest first.
@@ -100,6 +104,15 @@ func (l *Ledger) List(ctx context.Context, f Filter) ([]Run, error) {
 	}
 	if f.EventID != "" {
 		q = q.Where("event_id = ?", f.EventID)
+	}
+	if f.Status != "" {
+		q = q.Where("status = ?", f.Status)
+	}
+	if !f.Since.IsZero() {
+		q = q.Where("create_time >= ?", f.Since.UTC())
+	}
+	if !f.Until.IsZero() {
+		q = q.Where("create_time < ?", f.Until.UTC())
 	}
 	if f.Limit <= 0 || f.Limit > 1000 {
 		f.Limit = 100

@@ -1,0 +1,150 @@
+package console
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/matememory/matememory/pkg/emergence"
+	"github.com/matememory/matememory/pkg/event"
+	"github.com/matememory/matememory/pkg/ledger"
+)
+
+type runsData struct {
+	AgentID int64
+	Runs    []ledger.Run
+	Kind    string
+	Status  string
+	Since   string
+	HasSum  bool
+	HasEmg  bool
+}
+
+var runStatuses = []string{"completed", "skipped", "deferred", "failed", "refused"}
+
+func (c *Console) runsPage(q *req) error {
+	id, err := q.agentID()
+	if err != nil {
+		return err
+	}
+	v := q.r.URL.Query()
+	d := runsData{AgentID: id, Kind: v.Get("kind"), Status: v.Get("status"), Since: v.Get("since"),
+		HasSum: c.d.Summarize != nil, HasEmg: c.d.Emergence != nil}
+	f := ledger.Filter{AgentID: id, Kind: d.Kind, Status: d.Status, Limit: 200}
+	if d.Kind != "" && d.Kind != ledger.KindSummarize && d.Kind != ledger.KindEmergence {
+		return errStatus(http.StatusBadRequest, "kind must be summarize or emergence, got %q", d.Kind)
+	}
+	if d.Status != "" && !contains(runStatuses, d.Status) {
+		return errStatus(http.StatusBadRequest, "status must be one of %s, got %q", strings.Join(runStatuses, ", "), d.Status)
+	}
+	if d.Since != "" {
+		t, err := parseSince(d.Since, c.d.Now())
+		if err != nil {
+			return errStatus(http.StatusBadRequest, "since: %v", err)
+		}
+		f.Since = t
+	}
+	if d.Runs, err = c.d.Ledger.List(q.r.Context(), f); err != nil {
+		return err
+	}
+	if q.r.Header.Get("HX-Request") == "true" && q.r.Header.Get("HX-Target") == "runs-table" {
+		return c.write(q.w, http.StatusOK, "runs", "table", view{L: q.lang, CSRF: q.csrf, P: q.p, D: d})
+	}
+	return c.render(q, http.StatusOK, "runs", q.lang.T("runs.title"), "agents", d)
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// parseSince reads a date-time input ("2006-01-02T15:04", UTC), RFC 3339, or a duration ago
+// ("24h").
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		return now.Add(-d), nil
+	}
+	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("%q is not a time (2006-01-02T15:04, RFC 3339, or a duration such as 24h)", s)
+}
+
+// outcome is what a manual button shows when its answer arrives.
+type outcome struct {
+	OK      bool
+	Pending bool
+	Status  string
+	Reason  string
+	RunID   string
+	Request string
+}
+
+func (c *Console) manualSummarize(q *req) error {
+	id, err := q.agentID()
+	if err != nil {
+		return err
+	}
+	if c.d.Summarize == nil {
+		return errStatus(http.StatusNotFound, "manual summarize is not available in this process")
+	}
+	conv := strings.TrimSpace(q.r.PostFormValue("conversationId"))
+	force := q.r.PostFormValue("force") == "on"
+	out, err := c.d.Summarize.Summarize(q.r.Context(), id, conv, force, c.d.ManualWait)
+	var inv *event.InvalidError
+	if errors.As(err, &inv) {
+		return c.fragment(q, "outcome", outcome{Status: "invalid", Reason: inv.Msg})
+	}
+	if err != nil {
+		return c.fragment(q, "outcome", outcome{Status: "error", Reason: err.Error()})
+	}
+	o := outcome{Status: out.Status, Reason: out.Reason, RunID: out.RunID, Request: out.RequestID, OK: out.Status == "completed"}
+	if out.Pending {
+		o.Pending, o.Status = true, "pending"
+		o.Reason = q.lang.T("runs.pending")
+		if out.NoWorker {
+			o.Reason = q.lang.T("runs.noworker")
+		}
+	}
+	return c.fragment(q, "outcome", o)
+}
+
+func (c *Console) manualEmergence(q *req) error {
+	id, err := q.agentID()
+	if err != nil {
+		return err
+	}
+	if c.d.Emergence == nil {
+		return errStatus(http.StatusNotFound, "manual emergence is not available in this process")
+	}
+	res, err := c.d.Emergence.Run(q.r.Context(), id, c.d.ManualWait)
+	if err != nil {
+		status := "failed"
+		if !errors.Is(err, emergence.ErrFailed) {
+			status = "error"
+		}
+		return c.fragment(q, "outcome", outcome{Status: status, Reason: err.Error(), Request: res.RequestID})
+	}
+	o := outcome{Status: res.Status, Reason: res.Reason, RunID: res.RunID, Request: res.RequestID, OK: res.Status == "completed"}
+	if res.Status == "pending" {
+		o.Pending = true
+	}
+	return c.fragment(q, "outcome", o)
+}
+
+func parseID(s string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, errStatus(http.StatusBadRequest, "id must be a positive number, got %q", s)
+	}
+	return n, nil
+}
