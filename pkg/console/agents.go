@@ -210,11 +210,11 @@ func (c *Console) saveFlags(q *req) error {
 // version is one version of a file as the history page lists it: who made it (the actor
 // and reference stored with the history row of the version before it).
 type version struct {
-	Version              int64
-	Content              string
-	Action, Actor, Ref   string
-	At                   time.Time
-	Current              bool
+	Version            int64
+	Content            string
+	Action, Actor, Ref string
+	At                 time.Time
+	Current            bool
 }
 
 type historyData struct {
