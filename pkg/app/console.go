@@ -10,6 +10,7 @@ import (
 	"github.com/matememory/matememory/pkg/httpapi"
 	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/summarizer"
+	"github.com/matememory/matememory/pkg/window"
 )
 
 // apiParts are the services the API routes and the console share.
@@ -17,6 +18,7 @@ type apiParts struct {
 	summarize summarizer.API
 	emergence *emergence.Trigger
 	cron      *cronjob.Service
+	window    *window.Service
 }
 
 // buildConsole builds the web console on API processes: the same services and key scopes
@@ -37,6 +39,12 @@ func (a *App) buildConsole() error {
 	}
 	if a.parts.emergence != nil {
 		d.Emergence = a.parts.emergence
+	}
+	if a.parts.window != nil {
+		d.Window = a.parts.window
+	}
+	if a.Recall != nil {
+		d.Search = a.Recall
 	}
 	if a.parts.summarize.Publisher != nil {
 		d.Summarize = a.parts.summarize

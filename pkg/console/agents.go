@@ -355,10 +355,14 @@ func (c *Console) rollback(q *req) error {
 }
 
 type promptData struct {
-	AgentID int64
-	Prompt  string
-	Parts   []budgetPart
-	Total   int
+	AgentID   int64
+	Prompt    string
+	Parts     []budgetPart
+	Total     int
+	HasWindow bool
+	Form      previewForm
+	Preview   *preview
+	Err       string
 }
 
 // budgetPart is one segment of the token budget bar.
@@ -376,6 +380,10 @@ func (c *Console) promptPage(q *req) error {
 	if err != nil {
 		return err
 	}
+	return c.promptWith(q, id, previewForm{Conversation: q.r.URL.Query().Get("conversationId"), Recall: c.d.Search != nil}, nil, "")
+}
+
+func (c *Console) promptWith(q *req, id int64, form previewForm, p *preview, msg string) error {
 	ctx := q.r.Context()
 	prompt, err := c.d.Workspace.SystemPrompt(ctx, id)
 	if err != nil {
@@ -395,7 +403,7 @@ func (c *Console) promptPage(q *req) error {
 	if err != nil {
 		return err
 	}
-	d := promptData{AgentID: id, Prompt: prompt}
+	d := promptData{AgentID: id, Prompt: prompt, HasWindow: c.d.Window != nil, Form: form, Preview: p, Err: msg}
 	for _, n := range names {
 		if f, ok := contents[n]; ok && strings.TrimSpace(f.Content) != "" {
 			t := tokens.Heuristic(f.Content)
@@ -411,5 +419,9 @@ func (c *Console) promptPage(q *req) error {
 		d.Parts[i].Offset = off
 		off += d.Parts[i].Percent
 	}
-	return c.render(q, http.StatusOK, "prompt", q.lang.T("agent.prompt"), "agents", d)
+	status := http.StatusOK
+	if msg != "" {
+		status = http.StatusBadRequest
+	}
+	return c.render(q, status, "prompt", q.lang.T("agent.prompt"), "agents", d)
 }

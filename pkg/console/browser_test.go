@@ -139,7 +139,7 @@ func shot(t *testing.T, ctx context.Context, name string) {
 	if dir == "" {
 		return
 	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
@@ -262,12 +262,35 @@ func TestConsoleInBrowser(t *testing.T) {
 	run(t, ctxB, "run appears", chromedp.WaitVisible(chromedp.Search(`//tr[contains(@class,"run")]//span[contains(@class,"s-completed")]`)))
 	shot(t, ctxB, "runs")
 
+	// What the model sees: the context window of conversation c1, with its token budget.
+	run(t, ctxB, "context preview", chromedp.Navigate(base+"/console/agents/1/prompt"), chromedp.WaitVisible(chromedp.ID("ctx-form")),
+		chromedp.SetValue(chromedp.ID("x-conv"), "c1"), chromedp.SetValue(chromedp.ID("x-msg"), "What do I like to eat?"),
+		chromedp.Click(chromedp.ID("ctx-submit")), chromedp.WaitVisible(chromedp.ID("ctx-bar")))
+	if s := text(t, ctxB, "#ctx-messages"); !strings.Contains(s, "I love noodles") || !strings.Contains(s, "Mochi") || !strings.Contains(s, "What do I like to eat?") {
+		t.Fatalf("context messages lack the history, the workspace or the current message: %.1000s", s)
+	}
+	shot(t, ctxB, "prompt")
+
+	// Search playground: the daily note written by the run is found, with its score parts.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		run(t, ctxB, "search", chromedp.Navigate(base+"/console/agents/1/search?q=noodles"), chromedp.WaitVisible(chromedp.ID("search-summary")))
+		if html, _ := chromedp.Run(ctxB, chromedp.OuterHTML(chromedp.CSS("main"))); strings.Contains(html, `id="hits"`) && strings.Contains(html, "memory/") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the search playground never found the daily note: %s", text(t, ctxB, "main"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	shot(t, ctxB, "search")
+
 	// A dead letter: a poison message is dead-lettered at first sight; retry it.
 	if _, err := a.JS.Publish(ctx, "mate.conversation.completed.1", []byte("this is not an event")); err != nil {
 		t.Fatal(err)
 	}
 	var seq uint64
-	deadline := time.Now().Add(20 * time.Second)
+	deadline = time.Now().Add(20 * time.Second)
 	for seq == 0 {
 		if l, err := bus.ListDeadLetters(ctx, a.JS, 0, "", 10); err == nil && len(l) > 0 {
 			seq = l[0].Seq
@@ -362,6 +385,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	if os.Getenv("MATE_CONSOLE_SCREENSHOTS") != "" {
 		phone := browser(t, 390, 844)
+		run(t, phone, "phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(1)))
 		signIn(t, phone, base, adminKey)
 		run(t, phone, "phone", chromedp.Navigate(base+"/console/agents/1"), chromedp.WaitVisible(chromedp.ID("files")))
 		shot(t, phone, "agent-phone")

@@ -23,7 +23,9 @@ import (
 	"github.com/matememory/matememory/pkg/emergence"
 	"github.com/matememory/matememory/pkg/httpapi"
 	"github.com/matememory/matememory/pkg/ledger"
+	"github.com/matememory/matememory/pkg/recall"
 	"github.com/matememory/matememory/pkg/summarizer"
+	"github.com/matememory/matememory/pkg/window"
 	"github.com/matememory/matememory/pkg/workspace"
 )
 
@@ -43,6 +45,16 @@ type Emergence interface {
 	Run(ctx context.Context, agentID int64, wait time.Duration) (emergence.Result, error)
 }
 
+// Window assembles a context window (window.Service does).
+type Window interface {
+	Assemble(ctx context.Context, req window.Request) (*window.Result, error)
+}
+
+// Searcher searches an agent's memory (recall.Searcher does).
+type Searcher interface {
+	Search(ctx context.Context, agentID int64, q recall.Query) (recall.Result, error)
+}
+
 // Deps are the services the console shows. Nil ones hide their pages' parts.
 type Deps struct {
 	Auth *httpapi.Authenticator
@@ -55,6 +67,8 @@ type Deps struct {
 	JS        jetstream.JetStream
 	Summarize Summarizer
 	Emergence Emergence
+	Window    Window
+	Search    Searcher
 	// Language is mate.language: the console's default language.
 	Language string
 	// ManualWait bounds how long a manual button waits for its outcome (default 20 s).
@@ -119,6 +133,8 @@ func (c *Console) routes() {
 	c.handle("GET "+Prefix+"/agents/{agentId}/file/rollback", c.rollbackConfirm)
 	c.handle("POST "+Prefix+"/agents/{agentId}/file/rollback", c.rollback)
 	c.handle("GET "+Prefix+"/agents/{agentId}/prompt", c.promptPage)
+	c.handle("POST "+Prefix+"/agents/{agentId}/prompt", c.contextPreview)
+	c.handle("GET "+Prefix+"/agents/{agentId}/search", c.searchPage)
 	c.handle("GET "+Prefix+"/agents/{agentId}/runs", c.runsPage)
 	c.handle("POST "+Prefix+"/agents/{agentId}/summarize", c.manualSummarize)
 	c.handle("POST "+Prefix+"/agents/{agentId}/emergence", c.manualEmergence)

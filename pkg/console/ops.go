@@ -255,6 +255,10 @@ func latencyChart(runs []ledger.Run, title string) template.HTML {
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", float64(pad)+float64(i)*step, float64(h-pad)-float64(v)/float64(peak)*float64(h-2*pad)))
 		}
 		fmt.Fprintf(&s, `<polyline fill="none" stroke="#1565c0" stroke-width="2" points="%s"/>`, strings.Join(pts, " "))
+		for i, p := range pts {
+			x, y, _ := strings.Cut(p, ",")
+			fmt.Fprintf(&s, `<circle cx="%s" cy="%s" r="3" fill="#1565c0"><title>%d ms</title></circle>`, x, y, lat[i])
+		}
 	}
 	fmt.Fprintf(&s, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#555"/><text x="2" y="%d" font-size="10">%d ms</text></svg>`, pad, h-pad, w-pad, h-pad, pad, peak)
 	return template.HTML(s.String())
