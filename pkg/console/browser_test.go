@@ -260,6 +260,12 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("publish event: %d", st)
 	}
 	run(t, ctxB, "run appears", chromedp.WaitVisible(chromedp.Search(`//tr[contains(@class,"run")]//span[contains(@class,"s-completed")]`)))
+	// The manual buttons show the outcome when it arrives: c1 was extracted already.
+	run(t, ctxB, "manual summarize", chromedp.SetValue(chromedp.ID("conv"), "c1"), chromedp.Click(chromedp.ID("summarize")),
+		chromedp.WaitVisible(chromedp.ID("outcome-text")))
+	if s := text(t, ctxB, "#outcome-text"); !strings.Contains(s, "skipped") || !strings.Contains(s, "already extracted") {
+		t.Fatalf("manual summarize outcome: %q", s)
+	}
 	shot(t, ctxB, "runs")
 
 	// What the model sees: the context window of conversation c1, with its token budget.
@@ -330,6 +336,11 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("cron job not created as typed: %+v %v", jobs, err)
 	}
 	shot(t, ctxB, "cron")
+	// Edit: disable it; the change is saved and validated like a new job.
+	run(t, ctxB, "cron edit", chromedp.Click(chromedp.ID("c-en")), chromedp.Click(chromedp.ID("cron-submit")), chromedp.WaitVisible(chromedp.CSS(".flash")))
+	if j, err := cron.Get(ctx, jobs[0].ID); err != nil || j.Enabled {
+		t.Fatalf("cron job still enabled after the edit: %+v %v", j, err)
+	}
 
 	// The CSRF token and the origin are checked on every state change.
 	got, err := chromedp.Call(ctxB, network.GetCookies, network.GetCookiesParams{})

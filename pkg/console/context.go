@@ -120,7 +120,7 @@ func (c *Console) searchPage(q *req) error {
 		if d.Err == "" {
 			start := time.Now()
 			res, err := c.d.Search.Search(q.r.Context(), id, rq)
-			d.Took = time.Since(start).Round(time.Millisecond)
+			d.Took = time.Since(start).Round(10 * time.Microsecond)
 			if errors.Is(err, recall.ErrInvalid) {
 				d.Err = err.Error()
 			} else if err != nil {
