@@ -69,11 +69,46 @@ func (c *Console) signout(q *req) error {
 }
 
 func (c *Console) agentsPage(q *req) error {
-	list, err := c.d.Workspace.ListAgents(q.r.Context(), workspace.AgentQuery{Only: q.scope(), Limit: workspace.MaxAgentPage})
+	ctx := q.r.Context()
+	list, err := c.d.Workspace.ListAgents(ctx, workspace.AgentQuery{Only: q.scope(), Limit: workspace.MaxAgentPage})
 	if err != nil {
 		return err
 	}
-	return c.render(q, http.StatusOK, "agents", q.lang.T("agents.title"), "agents", list)
+	ids := make([]int64, len(list))
+	for i, a := range list {
+		ids[i] = a.AgentID
+	}
+	latest, err := c.d.Ledger.Latest(ctx, ids)
+	if err != nil {
+		return err
+	}
+	next := map[int64]*time.Time{}
+	if c.d.Cron != nil && len(ids) > 0 {
+		jobs, err := c.d.Cron.List(ctx, cronjob.Filter{AgentIDs: ids, TaskType: "emergence", Limit: 10 * len(ids)})
+		if err != nil {
+			return err
+		}
+		for _, j := range jobs {
+			if j.Enabled && j.NextRunTime != nil && (next[j.AgentID] == nil || j.NextRunTime.Before(*next[j.AgentID])) {
+				next[j.AgentID] = j.NextRunTime
+			}
+		}
+	}
+	rows := make([]agentRow, len(list))
+	for i, a := range list {
+		rows[i] = agentRow{AgentSummary: a, Next: next[a.AgentID]}
+		if r, ok := latest[a.AgentID]; ok {
+			rows[i].Last = &r
+		}
+	}
+	return c.render(q, http.StatusOK, "agents", q.lang.T("agents.title"), "agents", rows)
+}
+
+// agentRow is one agent of the list: its files, its last run, its next consolidation.
+type agentRow struct {
+	workspace.AgentSummary
+	Last *ledger.Run
+	Next *time.Time
 }
 
 type agentData struct {
@@ -278,6 +313,18 @@ func (c *Console) historyPage(q *req) error {
 	}
 	if v, err := strconv.ParseInt(q.r.URL.Query().Get("b"), 10, 64); err == nil {
 		d.B = v
+	}
+	// ?run=<run id>: the change that run made (the ledger's "files changed" links here).
+	if run := q.r.URL.Query().Get("run"); run != "" {
+		for _, v := range vs {
+			if v.Ref == run {
+				d.A, d.B = v.Version-1, v.Version
+				if v.Version == 1 {
+					d.A = 1
+				}
+				break
+			}
+		}
 	}
 	var left, right *version
 	for i := range vs {

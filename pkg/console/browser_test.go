@@ -318,6 +318,23 @@ func TestConsoleInBrowser(t *testing.T) {
 	if _, err := bus.GetDeadLetter(ctx, a.JS, seq); err == nil {
 		t.Fatal("the retried dead letter is still in MATE_DLQ")
 	}
+	// The retried poison message is dead-lettered again: discard it for good.
+	var seq2 uint64
+	deadline = time.Now().Add(20 * time.Second)
+	for seq2 == 0 {
+		if l, err := bus.ListDeadLetters(ctx, a.JS, seq, "", 10); err == nil && len(l) > 0 {
+			seq2 = l[0].Seq
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the retried poison message was not dead-lettered again: %v", err)
+		} else {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	run(t, ctxB, "discard", chromedp.Navigate(base+"/console/ops"), chromedp.Click(chromedp.ID(fmt.Sprintf("discard-%d", seq2))),
+		chromedp.WaitVisible(chromedp.ID("dlq-empty")))
+	if _, err := bus.GetDeadLetter(ctx, a.JS, seq2); err == nil {
+		t.Fatal("the discarded dead letter is still in MATE_DLQ")
+	}
 
 	// Cron jobs: an invalid expression is refused with the reason; a valid one is created and
 	// shows its next fire times.
