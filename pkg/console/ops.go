@@ -78,7 +78,7 @@ func (c *Console) opsPage(q *req) error {
 		}
 	}
 	now := c.d.Now().UTC()
-	runs, err := c.d.Ledger.List(ctx, ledger.Filter{Since: now.Add(-24 * time.Hour), Limit: 1000})
+	runs, err := c.d.Ledger.Points(ctx, now.Add(-24*time.Hour), 5000)
 	if err != nil {
 		return err
 	}
@@ -181,7 +181,7 @@ func (c *Console) dlqDiscard(q *req) error {
 var statusColor = map[string]string{"completed": "#2f7d32", "skipped": "#7a7a7a", "deferred": "#b8860b",
 	"failed": "#c62828", "refused": "#6a1b9a"}
 
-func runsPerHour(runs []ledger.Run, now time.Time, title string) template.HTML {
+func runsPerHour(runs []ledger.Point, now time.Time, title string) template.HTML {
 	const hours, w, h, pad = 24, 480, 140, 20
 	type bucket map[string]int
 	b := make([]bucket, hours)
@@ -231,7 +231,7 @@ func runsPerHour(runs []ledger.Run, now time.Time, title string) template.HTML {
 	return template.HTML(s.String())
 }
 
-func latencyChart(runs []ledger.Run, title string) template.HTML {
+func latencyChart(runs []ledger.Point, title string) template.HTML {
 	const w, h, pad = 480, 120, 20
 	var lat []int64
 	for i := len(runs) - 1; i >= 0; i-- { // oldest first

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/matememory/matememory/pkg/store"
 )
@@ -26,6 +27,26 @@ func (l *Ledger) Latest(ctx context.Context, agentIDs []int64) (map[int64]Run, e
 			LatencyMs: r.LatencyMs, Attempt: r.Attempt, CreateTime: r.CreateTime}
 		_ = json.Unmarshal([]byte(r.FilesChanged), &run.FilesChanged)
 		out[r.AgentID] = run
+	}
+	return out, nil
+}
+
+// Point is a run as a chart needs it.
+type Point struct {
+	Kind       string
+	Status     string
+	LatencyMs  int64
+	CreateTime time.Time
+}
+
+// Points returns up to limit runs of every agent created at or after since, newest first,
+// with only what charts need (no reasons, no file lists).
+func (l *Ledger) Points(ctx context.Context, since time.Time, limit int) ([]Point, error) {
+	var out []Point
+	err := l.db.WithContext(ctx).Model(&store.MemoryRun{}).Select("kind", "status", "latency_ms", "create_time").
+		Where("create_time >= ?", since.UTC()).Order("id DESC").Limit(limit).Scan(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("run points since %s: %w", since.Format(time.RFC3339), err)
 	}
 	return out, nil
 }

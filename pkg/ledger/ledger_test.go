@@ -34,6 +34,10 @@ func TestFiltersAndLatest(t *testing.T) {
 		if err != nil || len(latest) != 2 || latest[1].Status != "skipped" || latest[2].AgentID != 2 || latest[2].Status != "skipped" {
 			t.Fatalf("latest: %+v, %v", latest, err)
 		}
+		pts, err := l.Points(ctx, t0.Add(2*time.Hour), 10)
+		if err != nil || len(pts) != 4 || pts[0].Status != "skipped" || pts[0].CreateTime.Sub(t0) != 3*time.Hour {
+			t.Fatalf("points: %+v, %v", pts, err)
+		}
 		if m, err := l.Latest(ctx, nil); err != nil || len(m) != 0 {
 			t.Fatalf("latest of none: %v %v", m, err)
 		}
