@@ -184,7 +184,6 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	signIn(t, ctxB, base, adminKey)
 	run(t, ctxB, "agents list", chromedp.WaitVisible(chromedp.CSS(`#agents a[href="/console/agents/1"]`)))
-	shot(t, ctxB, "agents")
 
 	// Edit MEMORY.md with compare-and-swap.
 	cur, _ := ws.Get(ctx, 1, "MEMORY.md")
@@ -266,7 +265,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	if s := text(t, ctxB, "#outcome-text"); !strings.Contains(s, "skipped") || !strings.Contains(s, "already extracted") {
 		t.Fatalf("manual summarize outcome: %q", s)
 	}
+	run(t, ctxB, "manual emergence", chromedp.Click(chromedp.ID("emergence")), chromedp.WaitVisible(chromedp.CSS("#outcome-text .badge")))
 	shot(t, ctxB, "runs")
+	run(t, ctxB, "agents with a run", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS("#agents .badge")))
+	shot(t, ctxB, "agents")
 
 	// What the model sees: the context window of conversation c1, with its token budget.
 	run(t, ctxB, "context preview", chromedp.Navigate(base+"/console/agents/1/prompt"), chromedp.WaitVisible(chromedp.ID("ctx-form")),
