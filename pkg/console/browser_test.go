@@ -267,6 +267,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	run(t, ctxB, "manual emergence", chromedp.Click(chromedp.ID("emergence")), chromedp.WaitVisible(chromedp.CSS("#outcome-text .badge")))
 	shot(t, ctxB, "runs")
+	run(t, ctxB, "all runs, filtered", chromedp.Navigate(base+"/console/runs?agent=1&status=completed"),
+		chromedp.WaitVisible(chromedp.Search(`//tr[contains(@class,"run")]//a[@href="/console/agents/1"]`)))
 	run(t, ctxB, "agents with a run", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS("#agents .badge")))
 	shot(t, ctxB, "agents")
 
@@ -400,11 +402,15 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil || strings.Contains(list, `href="/console/agents/1"`) || !strings.Contains(list, `href="/console/agents/2"`) {
 		t.Fatalf("agent 2's list: %v %s", err, list)
 	}
-	for _, path := range []string{"/console/agents/1", "/console/agents/1/file?name=MEMORY.md", "/console/agents/1/runs", "/console/agents/1/file/history?name=MEMORY.md", "/console/ops"} {
+	for _, path := range []string{"/console/runs?agent=1", "/console/agents/1", "/console/agents/1/file?name=MEMORY.md", "/console/agents/1/runs", "/console/agents/1/file/history?name=MEMORY.md", "/console/ops"} {
 		run(t, ctxB, "forbidden "+path, chromedp.Navigate(base+path), chromedp.WaitVisible(chromedp.ID("error")))
 		if s := text(t, ctxB, "#error"); !strings.Contains(s, "agent 1") && !strings.Contains(s, "admin") {
 			t.Fatalf("%s with agent 2's key: %q", path, s)
 		}
+	}
+	run(t, ctxB, "agent 2 runs", chromedp.Navigate(base+"/console/runs"), chromedp.WaitVisible(chromedp.ID("runs-table")))
+	if html, err := chromedp.Run(ctxB, chromedp.OuterHTML(chromedp.CSS("main"))); err != nil || strings.Contains(html, "evt-console-1") {
+		t.Fatalf("agent 2's ledger shows agent 1's runs (%v): %.600s", err, html)
 	}
 	run(t, ctxB, "agent 2 cron", chromedp.Navigate(base+"/console/cron/"+fmt.Sprint(jobs[0].ID)), chromedp.WaitVisible(chromedp.ID("error")))
 

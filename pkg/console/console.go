@@ -138,6 +138,7 @@ func (c *Console) routes() {
 	c.handle("GET "+Prefix+"/agents/{agentId}/runs", c.runsPage)
 	c.handle("POST "+Prefix+"/agents/{agentId}/summarize", c.manualSummarize)
 	c.handle("POST "+Prefix+"/agents/{agentId}/emergence", c.manualEmergence)
+	c.handle("GET "+Prefix+"/runs", c.allRunsPage)
 	c.handle("GET "+Prefix+"/cron", c.cronPage)
 	c.handle("POST "+Prefix+"/cron", c.cronCreate)
 	c.handle("GET "+Prefix+"/cron/{id}", c.cronEditPage)

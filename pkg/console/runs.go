@@ -14,7 +14,10 @@ import (
 )
 
 type runsData struct {
+	// AgentID is the agent of a per-agent page; 0 on the page of every agent in scope,
+	// where Agent is the agent filter as typed.
 	AgentID int64
+	Agent   string
 	Runs    []ledger.Run
 	Kind    string
 	Status  string
@@ -30,10 +33,31 @@ func (c *Console) runsPage(q *req) error {
 	if err != nil {
 		return err
 	}
+	return c.runs(q, id, ledger.Filter{AgentID: id})
+}
+
+// allRunsPage is the ledger of every agent the key may act for, with an agent filter.
+func (c *Console) allRunsPage(q *req) error {
+	f := ledger.Filter{AgentIDs: q.scope()}
+	if a := strings.TrimSpace(q.r.URL.Query().Get("agent")); a != "" {
+		id, err := parseID(a)
+		if err != nil {
+			return err
+		}
+		if !q.p.MayAct(id) {
+			return errStatus(http.StatusForbidden, q.lang.T("err.agentscope"), id)
+		}
+		f = ledger.Filter{AgentID: id}
+	}
+	return c.runs(q, 0, f)
+}
+
+func (c *Console) runs(q *req, id int64, f ledger.Filter) error {
+	var err error
 	v := q.r.URL.Query()
-	d := runsData{AgentID: id, Kind: v.Get("kind"), Status: v.Get("status"), Since: v.Get("since"),
-		HasSum: c.d.Summarize != nil, HasEmg: c.d.Emergence != nil}
-	f := ledger.Filter{AgentID: id, Kind: d.Kind, Status: d.Status, Limit: 200}
+	d := runsData{AgentID: id, Agent: v.Get("agent"), Kind: v.Get("kind"), Status: v.Get("status"), Since: v.Get("since"),
+		HasSum: c.d.Summarize != nil && id > 0, HasEmg: c.d.Emergence != nil && id > 0}
+	f.Kind, f.Status, f.Limit = d.Kind, d.Status, 200
 	if d.Kind != "" && d.Kind != ledger.KindSummarize && d.Kind != ledger.KindEmergence {
 		return errStatus(http.StatusBadRequest, "kind must be summarize or emergence, got %q", d.Kind)
 	}
@@ -51,9 +75,14 @@ func (c *Console) runsPage(q *req) error {
 		return err
 	}
 	if q.r.Header.Get("HX-Request") == "true" && q.r.Header.Get("HX-Target") == "runs-table" {
+		q.w.Header().Set("Vary", "HX-Request")
 		return c.write(q.w, http.StatusOK, "runs", "table", view{L: q.lang, CSRF: q.csrf, P: q.p, D: d})
 	}
-	return c.render(q, http.StatusOK, "runs", q.lang.T("runs.title"), "agents", d)
+	nav := "agents"
+	if id == 0 {
+		nav = "runs"
+	}
+	return c.render(q, http.StatusOK, "runs", q.lang.T("runs.title"), nav, d)
 }
 
 func contains(list []string, s string) bool {

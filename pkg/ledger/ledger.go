@@ -84,6 +84,8 @@ func (l *Ledger) Record(ctx context.Context, r Run) (Run, error) {
 // Filter narrows List.
 type Filter struct {
 	AgentID int64
+	// AgentIDs, when not nil, keeps runs of these agents (an empty slice matches none).
+	AgentIDs []int64
 	Kind    string
 	EventID string
 	// Status, when set, keeps runs of that status; Since and Until (when not zero) bound
@@ -98,6 +100,12 @@ func (l *Ledger) List(ctx context.Context, f Filter) ([]Run, error) {
 	q := l.db.WithContext(ctx).Model(&store.MemoryRun{})
 	if f.AgentID > 0 {
 		q = q.Where("agent_id = ?", f.AgentID)
+	}
+	if f.AgentIDs != nil {
+		if len(f.AgentIDs) == 0 {
+			return []Run{}, nil
+		}
+		q = q.Where("agent_id IN ?", f.AgentIDs)
 	}
 	if f.Kind != "" {
 		q = q.Where("kind = ?", f.Kind)

@@ -30,6 +30,12 @@ func TestFiltersAndLatest(t *testing.T) {
 		if err != nil || len(got) != 2 || got[0].Status != "completed" || got[1].Status != "failed" {
 			t.Fatalf("time filter: %+v, %v", got, err)
 		}
+		if got, err := l.List(ctx, Filter{AgentIDs: []int64{2}, Status: "failed"}); err != nil || len(got) != 1 || got[0].AgentID != 2 {
+			t.Fatalf("agent set filter: %+v, %v", got, err)
+		}
+		if got, err := l.List(ctx, Filter{AgentIDs: []int64{}}); err != nil || len(got) != 0 {
+			t.Fatalf("empty agent set: %+v, %v", got, err)
+		}
 		latest, err := l.Latest(ctx, []int64{1, 2, 3})
 		if err != nil || len(latest) != 2 || latest[1].Status != "skipped" || latest[2].AgentID != 2 || latest[2].Status != "skipped" {
 			t.Fatalf("latest: %+v, %v", latest, err)
