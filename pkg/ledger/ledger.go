@@ -86,8 +86,8 @@ type Filter struct {
 	AgentID int64
 	// AgentIDs, when not nil, keeps runs of these agents (an empty slice matches none).
 	AgentIDs []int64
-	Kind    string
-	EventID string
+	Kind     string
+	EventID  string
 	// Status, when set, keeps runs of that status; Since and Until (when not zero) bound
 	// the creation time (Since inclusive, Until exclusive).
 	Status       string
