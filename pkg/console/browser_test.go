@@ -346,6 +346,9 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.SetValue(chromedp.ID("c-agent"), "1"), chromedp.SetValue(chromedp.ID("c-name"), "Morning check-in"),
 		chromedp.SetValue(chromedp.ID("c-expr"), "61 * * * *"), chromedp.SetValue(chromedp.ID("c-msg"), "Good morning! Anything to plan?"),
 		chromedp.Click(chromedp.ID("cron-submit")), chromedp.WaitVisible(chromedp.ID("cron-error")))
+	// The next fire times show while the expression is typed.
+	run(t, ctxB, "cron preview", chromedp.Clear(chromedp.ID("c-expr")), chromedp.SendKeys(chromedp.ID("c-expr"), "0 8 * * 1-5"),
+		chromedp.WaitVisible(chromedp.ID("c-preview-next")))
 	run(t, ctxB, "cron create", chromedp.SetValue(chromedp.ID("c-expr"), "0 8 * * 1-5"), chromedp.SetValue(chromedp.ID("c-tz"), "Asia/Shanghai"),
 		chromedp.Click(chromedp.ID("cron-submit")), chromedp.WaitVisible(chromedp.CSS("#next-fires li")))
 	cron, err := cronjob.New(a.DB, ws)

@@ -141,6 +141,7 @@ func (c *Console) routes() {
 	c.handle("GET "+Prefix+"/runs", c.allRunsPage)
 	c.handle("GET "+Prefix+"/cron", c.cronPage)
 	c.handle("POST "+Prefix+"/cron", c.cronCreate)
+	c.handle("GET "+Prefix+"/cron/preview", c.cronPreview)
 	c.handle("GET "+Prefix+"/cron/{id}", c.cronEditPage)
 	c.handle("POST "+Prefix+"/cron/{id}", c.cronUpdate)
 	c.handle("POST "+Prefix+"/cron/{id}/delete", c.cronDelete)

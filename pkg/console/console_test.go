@@ -165,3 +165,20 @@ func TestSideBySidePairsChangedLines(t *testing.T) {
 		t.Fatal("equal texts reported as changed")
 	}
 }
+
+func TestCronPreview(t *testing.T) {
+	c := newTestConsole(t, nil)
+	get := func(q string) string {
+		r := httptest.NewRequest(http.MethodGet, "/console/cron/preview?"+q, nil)
+		r.Host = "127.0.0.1"
+		w := httptest.NewRecorder()
+		c.ServeHTTP(w, r)
+		return w.Body.String()
+	}
+	if s := get(url.Values{"cronExpression": {"0 8 * * 1-5"}, "timezone": {"Asia/Shanghai"}}.Encode()); !strings.Contains(s, "c-preview-next") || !strings.Contains(s, "08:00 CST") {
+		t.Fatalf("valid expression: %s", s)
+	}
+	if s := get(url.Values{"cronExpression": {"61 * * * *"}}.Encode()); !strings.Contains(s, "c-preview-error") {
+		t.Fatalf("invalid expression: %s", s)
+	}
+}

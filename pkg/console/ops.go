@@ -435,7 +435,7 @@ func nextFires(expr, tz string, now time.Time, n int) []time.Time {
 		if t.IsZero() {
 			break
 		}
-		out = append(out, t)
+		out = append(out, t.In(s.Location()))
 	}
 	return out
 }
@@ -476,4 +476,28 @@ func (c *Console) cronDelete(q *req) error {
 		return err
 	}
 	return redirect(q, Prefix+"/cron", "")
+}
+
+type firesData struct {
+	Next []time.Time
+	Err  string
+}
+
+// cronPreview answers the job form's live preview (htmx): the next fire times of the
+// expression being typed, or why it does not parse.
+func (c *Console) cronPreview(q *req) error {
+	v := q.r.URL.Query()
+	expr, tz := strings.TrimSpace(v.Get("cronExpression")), strings.TrimSpace(v.Get("timezone"))
+	d := firesData{}
+	if expr != "" {
+		if tz == "" {
+			tz = "UTC"
+		}
+		if _, err := cronjob.Parse(expr, tz); err != nil {
+			d.Err = err.Error()
+		} else {
+			d.Next = nextFires(expr, tz, c.d.Now(), 5)
+		}
+	}
+	return c.fragment(q, "fires", d)
 }
