@@ -342,6 +342,9 @@ func (a *App) Banner() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "MateMemory (%s) listening on http://%s\n", strings.Join(a.Opts.Targets, ","), a.Addr)
 	fmt.Fprintf(&b, "  version: %s\n", Version)
+	if a.Console != nil {
+		fmt.Fprintf(&b, "  console: http://%s/console/\n", a.Addr)
+	}
 	fmt.Fprintf(&b, "  database: %s", a.Cfg.Mate.Database.Driver)
 	if a.Cfg.Mate.Database.Driver == "sqlite" {
 		where := a.Cfg.Mate.Database.DSN // a file name, no secret in it
