@@ -356,11 +356,11 @@ func formInput(q *req) (cronForm, cronjob.Input, error) {
 	}
 	var id int64
 	if _, err := fmt.Sscan(f.AgentID, &id); err != nil || id <= 0 {
-		return f, in, fmt.Errorf("agent id must be a positive number, got %q", f.AgentID)
+		return f, in, &formError{fmt.Sprintf("agent id must be a positive number, got %q", f.AgentID)}
 	}
 	in.AgentID = &id
 	if !q.mayManageJob(id) {
-		return f, in, fmt.Errorf(q.lang.T("err.agentscope"), id)
+		return f, in, &formError{fmt.Sprintf(q.lang.T("err.agentscope"), id)}
 	}
 	return f, in, nil
 }
@@ -376,19 +376,22 @@ func (c *Console) cronCreate(q *req) error {
 			return redirect(q, fmt.Sprintf("%s/cron/%d", Prefix, j.ID), "")
 		}
 	}
-	if errors.Is(err, cronjob.ErrInvalid) || !isInternal(err) {
+	if callerError(err) {
 		return c.cronList(q, http.StatusBadRequest, f, err.Error())
 	}
 	return err
 }
 
-// isInternal reports whether err is not the caller's fault.
-func isInternal(err error) bool {
-	var inv interface{ HTTPStatus() int }
-	if errors.As(err, &inv) {
-		return inv.HTTPStatus() >= 500
-	}
-	return strings.Contains(err.Error(), "database")
+// formError is a form value the console itself refused (an agent id, the key's scope).
+type formError struct{ msg string }
+
+func (e *formError) Error() string { return e.msg }
+
+// callerError reports whether err is the caller's to fix (shown on the form again) rather
+// than the server's.
+func callerError(err error) bool {
+	var fe *formError
+	return errors.As(err, &fe) || errors.Is(err, cronjob.ErrInvalid) || errors.Is(err, cronjob.ErrConflict)
 }
 
 type cronEditData struct {
@@ -460,7 +463,7 @@ func (c *Console) cronUpdate(q *req) error {
 			return redirect(q, fmt.Sprintf("%s/cron/%d", Prefix, j.ID), "✓")
 		}
 	}
-	if errors.Is(err, cronjob.ErrInvalid) || !isInternal(err) {
+	if callerError(err) {
 		f.Next = nextFires(f.Expr, f.TZ, c.d.Now(), 5)
 		return c.render(q, http.StatusBadRequest, "cronedit", j.Name, "cron", cronEditData{Form: f, Err: err.Error()})
 	}
