@@ -1,6 +1,8 @@
 package console
 
 import (
+	"fmt"
+	"html"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -75,6 +77,12 @@ func TestSessionCookieIsTamperProofAndExpires(t *testing.T) {
 
 func newTestConsole(t *testing.T, keys []config.APIKey) *Console {
 	t.Helper()
+	c, _ := newTestConsoleLedger(t, keys)
+	return c
+}
+
+func newTestConsoleLedger(t *testing.T, keys []config.APIKey) (*Console, *ledger.Ledger) {
+	t.Helper()
 	db, err := store.Open("sqlite", "", t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -87,11 +95,12 @@ func newTestConsole(t *testing.T, keys []config.APIKey) *Console {
 	for _, k := range keys {
 		secrets = append(secrets, k.Key)
 	}
-	c, err := New(Deps{Auth: httpapi.NewAuthenticator(keys), Keys: secrets, Workspace: workspace.New(db), Ledger: ledger.New(db, nil), Language: "zh-CN"})
+	l := ledger.New(db, nil)
+	c, err := New(Deps{Auth: httpapi.NewAuthenticator(keys), Keys: secrets, Workspace: workspace.New(db), Ledger: l, Language: "zh-CN"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return c, l
 }
 
 // Without keys (loopback mode) the console refuses other Host names and foreign origins,
@@ -180,5 +189,49 @@ func TestCronPreview(t *testing.T) {
 	}
 	if s := get(url.Values{"cronExpression": {"61 * * * *"}}.Encode()); !strings.Contains(s, "c-preview-error") {
 		t.Fatalf("invalid expression: %s", s)
+	}
+}
+
+// The ledger pages page on: 250 runs are 200, then the 50 older ones, none twice.
+func TestRunsPaging(t *testing.T) {
+	c, l := newTestConsoleLedger(t, nil)
+	for i := 0; i < 250; i++ {
+		if _, err := l.Record(t.Context(), ledger.Run{Kind: ledger.KindSummarize, AgentID: 1, Status: "completed", EventID: fmt.Sprintf("evt-%03d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(path string) string {
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		r.Host = "127.0.0.1"
+		w := httptest.NewRecorder()
+		c.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			t.Fatalf("%s: %d", path, w.Code)
+		}
+		return w.Body.String()
+	}
+	seen := map[string]bool{}
+	count := func(page string) int {
+		n := 0
+		for _, part := range strings.Split(page, `<td class="mono">`)[1:] {
+			id, _, _ := strings.Cut(part, "<")
+			if seen[id] {
+				t.Fatalf("%s listed twice", id)
+			}
+			seen[id] = true
+			n++
+		}
+		return n
+	}
+	first := get("/console/agents/1/runs?status=completed")
+	if n := count(first); n != 200 || !strings.Contains(first, `id="older"`) {
+		t.Fatalf("first page: %d runs, older link %v", n, strings.Contains(first, `id="older"`))
+	}
+	i := strings.LastIndex(first, `" id="older"`)
+	j := strings.LastIndex(first[:i], `"`)
+	next := html.UnescapeString(first[j+1 : i])
+	second := get(next)
+	if n := count(second); n != 50 || strings.Contains(second, `id="older"`) || !strings.Contains(next, "status=completed") {
+		t.Fatalf("second page (%s): %d runs", next, n)
 	}
 }

@@ -24,7 +24,13 @@ type runsData struct {
 	Since   string
 	HasSum  bool
 	HasEmg  bool
+	// Before is the page's cursor (a run id: runs older than it); Older the next page's.
+	Before string
+	Older  string
 }
+
+// runsPage is how many runs a ledger page lists.
+const runsPage = 200
 
 var runStatuses = []string{"completed", "skipped", "deferred", "failed", "refused"}
 
@@ -57,7 +63,8 @@ func (c *Console) runs(q *req, id int64, f ledger.Filter) error {
 	v := q.r.URL.Query()
 	d := runsData{AgentID: id, Agent: v.Get("agent"), Kind: v.Get("kind"), Status: v.Get("status"), Since: v.Get("since"),
 		HasSum: c.d.Summarize != nil && id > 0, HasEmg: c.d.Emergence != nil && id > 0}
-	f.Kind, f.Status, f.Limit = d.Kind, d.Status, 200
+	d.Before = v.Get("before")
+	f.Kind, f.Status, f.Limit, f.BeforeRun = d.Kind, d.Status, runsPage, d.Before
 	if d.Kind != "" && d.Kind != ledger.KindSummarize && d.Kind != ledger.KindEmergence {
 		return errStatus(http.StatusBadRequest, "kind must be summarize or emergence, got %q", d.Kind)
 	}
@@ -73,6 +80,11 @@ func (c *Console) runs(q *req, id int64, f ledger.Filter) error {
 	}
 	if d.Runs, err = c.d.Ledger.List(q.r.Context(), f); err != nil {
 		return err
+	}
+	if len(d.Runs) == runsPage {
+		u := q.r.URL.Query()
+		u.Set("before", d.Runs[len(d.Runs)-1].RunID)
+		d.Older = q.r.URL.Path + "?" + u.Encode()
 	}
 	if q.r.Header.Get("HX-Request") == "true" && q.r.Header.Get("HX-Target") == "runs-table" {
 		q.w.Header().Set("Vary", "HX-Request")

@@ -92,7 +92,9 @@ type Filter struct {
 	// the creation time (Since inclusive, Until exclusive).
 	Status       string
 	Since, Until time.Time
-	Limit        int
+	// BeforeRun, when set, keeps runs recorded before that run (the next page of a list).
+	BeforeRun string
+	Limit     int
 }
 
 // List returns runs, newest first.
@@ -121,6 +123,9 @@ func (l *Ledger) List(ctx context.Context, f Filter) ([]Run, error) {
 	}
 	if !f.Until.IsZero() {
 		q = q.Where("create_time < ?", f.Until.UTC())
+	}
+	if f.BeforeRun != "" {
+		q = q.Where("id < (?)", l.db.Model(&store.MemoryRun{}).Select("id").Where("run_id = ?", f.BeforeRun))
 	}
 	if f.Limit <= 0 || f.Limit > 1000 {
 		f.Limit = 100

@@ -33,6 +33,14 @@ func TestFiltersAndLatest(t *testing.T) {
 		if got, err := l.List(ctx, Filter{AgentIDs: []int64{2}, Status: "failed"}); err != nil || len(got) != 1 || got[0].AgentID != 2 {
 			t.Fatalf("agent set filter: %+v, %v", got, err)
 		}
+		first, err := l.List(ctx, Filter{AgentID: 1, Limit: 3})
+		if err != nil || len(first) != 3 {
+			t.Fatalf("first page: %+v, %v", first, err)
+		}
+		next, err := l.List(ctx, Filter{AgentID: 1, Limit: 3, BeforeRun: first[2].RunID})
+		if err != nil || len(next) != 1 || next[0].Status != "completed" || !next[0].CreateTime.Equal(t0) {
+			t.Fatalf("next page: %+v, %v", next, err)
+		}
 		if got, err := l.List(ctx, Filter{AgentIDs: []int64{}}); err != nil || len(got) != 0 {
 			t.Fatalf("empty agent set: %+v, %v", got, err)
 		}
