@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -335,7 +336,11 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	}
 	run(t, ctxB, "discard", chromedp.Navigate(base+"/console/ops"), chromedp.Click(chromedp.ID(fmt.Sprintf("discard-%d", seq2))),
-		chromedp.WaitVisible(chromedp.ID("dlq-empty")))
+		chromedp.WaitVisible(chromedp.ID("confirm")))
+	if _, err := bus.GetDeadLetter(ctx, a.JS, seq2); err != nil {
+		t.Fatalf("the dead letter went before the discard was confirmed: %v", err)
+	}
+	run(t, ctxB, "confirm discard", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("dlq-empty")))
 	if _, err := bus.GetDeadLetter(ctx, a.JS, seq2); err == nil {
 		t.Fatal("the discarded dead letter is still in MATE_DLQ")
 	}
@@ -421,6 +426,18 @@ func TestConsoleInBrowser(t *testing.T) {
 	run(t, ctxB, "switch to zh", chromedp.Navigate(base+"/console/agents/2"), chromedp.Click(chromedp.ID("lang-switch")),
 		chromedp.WaitVisible(chromedp.Search(`//h1[contains(., "智能体")]`)))
 	shot(t, ctxB, "agent-zh")
+
+	// Deleting a cron job asks first (as agent 1's key, which owns it).
+	signIn(t, ctxB, base, agent1Key)
+	run(t, ctxB, "delete job", chromedp.Navigate(fmt.Sprintf("%s/console/cron/%d", base, jobs[0].ID)), chromedp.Click(chromedp.ID("delete-job")),
+		chromedp.WaitVisible(chromedp.ID("confirm")))
+	if _, err := cron.Get(ctx, jobs[0].ID); err != nil {
+		t.Fatalf("the job went before the delete was confirmed: %v", err)
+	}
+	run(t, ctxB, "confirm delete", chromedp.Click(chromedp.ID("confirm")), chromedp.WaitVisible(chromedp.ID("cron-form")))
+	if _, err := cron.Get(ctx, jobs[0].ID); !errors.Is(err, cronjob.ErrNotFound) {
+		t.Fatalf("the job is still there after the confirmed delete: %v", err)
+	}
 
 	if os.Getenv("MATE_CONSOLE_SCREENSHOTS") != "" {
 		phone := browser(t, 390, 844)

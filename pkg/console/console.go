@@ -144,9 +144,11 @@ func (c *Console) routes() {
 	c.handle("GET "+Prefix+"/cron/preview", c.cronPreview)
 	c.handle("GET "+Prefix+"/cron/{id}", c.cronEditPage)
 	c.handle("POST "+Prefix+"/cron/{id}", c.cronUpdate)
+	c.handle("GET "+Prefix+"/cron/{id}/delete", c.cronDeleteConfirm)
 	c.handle("POST "+Prefix+"/cron/{id}/delete", c.cronDelete)
 	c.handle("GET "+Prefix+"/ops", c.opsPage)
 	c.handle("POST "+Prefix+"/ops/dlq/{seq}/retry", c.dlqRetry)
+	c.handle("GET "+Prefix+"/ops/dlq/{seq}/discard", c.dlqDiscardConfirm)
 	c.handle("POST "+Prefix+"/ops/dlq/{seq}/discard", c.dlqDiscard)
 	c.mux.HandleFunc(Prefix+"/", func(w http.ResponseWriter, r *http.Request) {
 		c.renderError(w, r, http.StatusNotFound, c.lang(r).T("err.notfound"))

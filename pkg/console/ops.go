@@ -504,3 +504,33 @@ func (c *Console) cronPreview(q *req) error {
 	}
 	return c.fragment(q, "fires", d)
 }
+
+func (c *Console) cronDeleteConfirm(q *req) error {
+	j, err := c.loadJob(q)
+	if err != nil {
+		return err
+	}
+	return c.render(q, http.StatusOK, "confirm", j.Name, "cron", confirmData{
+		Title: fmt.Sprintf(q.lang.T("confirm.cron"), j.Name, j.AgentID), Text: j.CronExpression + " (" + j.Timezone + ")",
+		Action: fmt.Sprintf("%s/cron/%d/delete", Prefix, j.ID), Confirm: q.lang.T("cron.delete"), Cancel: fmt.Sprintf("%s/cron/%d", Prefix, j.ID)})
+}
+
+func (c *Console) dlqDiscardConfirm(q *req) error {
+	if err := q.requireAdmin(); err != nil {
+		return err
+	}
+	seq, err := parseID(q.r.PathValue("seq"))
+	if err != nil {
+		return err
+	}
+	e, err := bus.GetDeadLetter(q.r.Context(), c.d.JS, uint64(seq))
+	if errors.Is(err, bus.ErrDeadLetterNotFound) {
+		return errStatus(http.StatusNotFound, "no dead letter with seq %d (already retried?)", seq)
+	}
+	if err != nil {
+		return err
+	}
+	return c.render(q, http.StatusOK, "confirm", q.lang.T("ops.discard"), "ops", confirmData{
+		Title: fmt.Sprintf(q.lang.T("confirm.dlq"), seq), Text: e.Subject + ": " + e.Reason,
+		Action: fmt.Sprintf("%s/ops/dlq/%d/discard", Prefix, seq), Confirm: q.lang.T("ops.discard"), Cancel: Prefix + "/ops"})
+}

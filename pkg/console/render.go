@@ -24,7 +24,7 @@ type pages struct {
 }
 
 var pageNames = []string{"signin", "error", "agents", "agent", "file", "conflict", "history", "rollback",
-	"prompt", "search", "runs", "cron", "cronedit", "ops", "outcome", "fires"}
+	"prompt", "search", "runs", "cron", "cronedit", "ops", "outcome", "fires", "confirm"}
 
 func loadPages() (*pages, error) {
 	p := &pages{sets: map[string]*template.Template{},
@@ -138,4 +138,9 @@ func redirect(q *req, url, flash string) error {
 	}
 	http.Redirect(q.w, q.r, url, http.StatusSeeOther)
 	return nil
+}
+
+// confirmData is a confirmation page for a destructive POST.
+type confirmData struct {
+	Title, Text, Action, Confirm, Cancel string
 }
