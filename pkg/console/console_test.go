@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"fmt"
 	"html"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"github.com/matememory/matememory/pkg/httpapi"
 	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/store"
+	"github.com/matememory/matememory/pkg/summarizer"
 	"github.com/matememory/matememory/pkg/workspace"
 )
 
@@ -234,4 +236,46 @@ func TestRunsPaging(t *testing.T) {
 	if n := count(second); n != 50 || strings.Contains(second, `id="older"`) || !strings.Contains(next, "status=completed") {
 		t.Fatalf("second page (%s): %d runs", next, n)
 	}
+}
+
+// Without JavaScript a manual button's answer is the runs page with the outcome, not a
+// bare fragment.
+func TestManualOutcomeWithoutJavaScript(t *testing.T) {
+	c := newTestConsole(t, nil)
+	c.d.Summarize = fakeSummarizer{}
+	// A first GET sets the session cookie and gives the token.
+	r := httptest.NewRequest(http.MethodGet, "/console/agents/1/runs", nil)
+	r.Host = "127.0.0.1"
+	w := httptest.NewRecorder()
+	c.ServeHTTP(w, r)
+	cookie := w.Result().Cookies()[0]
+	page := w.Body.String()
+	_, rest, _ := strings.Cut(page, `name="csrf" value="`)
+	token, _, _ := strings.Cut(rest, `"`)
+	post := func(htmx bool) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(http.MethodPost, "/console/agents/1/summarize", strings.NewReader(url.Values{"csrf": {token}, "conversationId": {"c1"}}.Encode()))
+		r.Host = "127.0.0.1"
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if htmx {
+			r.Header.Set("HX-Request", "true")
+		}
+		r.AddCookie(cookie)
+		w := httptest.NewRecorder()
+		c.ServeHTTP(w, r)
+		return w
+	}
+	if w := post(false); w.Code != http.StatusSeeOther || !strings.Contains(w.Header().Get("Location"), "flash=skipped") {
+		t.Fatalf("without htmx: %d %s", w.Code, w.Header().Get("Location"))
+	}
+	if w := post(true); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `id="outcome-text"`) || strings.Contains(w.Body.String(), "<html") {
+		t.Fatalf("with htmx: %d %.300s", w.Code, w.Body.String())
+	}
+}
+
+type fakeSummarizer struct{}
+
+func (fakeSummarizer) Summarize(ctx context.Context, agentID int64, conv string, force bool, wait time.Duration) (summarizer.ManualOutcome, error) {
+	var o summarizer.ManualOutcome
+	o.Status, o.Reason = "skipped", "already extracted"
+	return o, nil
 }

@@ -143,10 +143,10 @@ func (c *Console) manualSummarize(q *req) error {
 	out, err := c.d.Summarize.Summarize(q.r.Context(), id, conv, force, c.d.ManualWait)
 	var inv *event.InvalidError
 	if errors.As(err, &inv) {
-		return c.fragment(q, "outcome", outcome{Status: "invalid", Reason: inv.Msg})
+		return c.showOutcome(q, id, outcome{Status: "invalid", Reason: inv.Msg})
 	}
 	if err != nil {
-		return c.fragment(q, "outcome", outcome{Status: "error", Reason: err.Error()})
+		return c.showOutcome(q, id, outcome{Status: "error", Reason: err.Error()})
 	}
 	o := outcome{Status: out.Status, Reason: out.Reason, RunID: out.RunID, Request: out.RequestID, OK: out.Status == "completed"}
 	if out.Pending {
@@ -156,7 +156,7 @@ func (c *Console) manualSummarize(q *req) error {
 			o.Reason = q.lang.T("runs.noworker")
 		}
 	}
-	return c.fragment(q, "outcome", o)
+	return c.showOutcome(q, id, o)
 }
 
 func (c *Console) manualEmergence(q *req) error {
@@ -173,13 +173,13 @@ func (c *Console) manualEmergence(q *req) error {
 		if !errors.Is(err, emergence.ErrFailed) {
 			status = "error"
 		}
-		return c.fragment(q, "outcome", outcome{Status: status, Reason: err.Error(), Request: res.RequestID})
+		return c.showOutcome(q, id, outcome{Status: status, Reason: err.Error(), Request: res.RequestID})
 	}
 	o := outcome{Status: res.Status, Reason: res.Reason, RunID: res.RunID, Request: res.RequestID, OK: res.Status == "completed"}
 	if res.Status == "pending" {
 		o.Pending = true
 	}
-	return c.fragment(q, "outcome", o)
+	return c.showOutcome(q, id, o)
 }
 
 func parseID(s string) (int64, error) {
@@ -188,4 +188,17 @@ func parseID(s string) (int64, error) {
 		return 0, errStatus(http.StatusBadRequest, "id must be a positive number, got %q", s)
 	}
 	return n, nil
+}
+
+// showOutcome answers a manual button: in place for htmx, else back on the runs page with
+// the outcome as its message (the page works without JavaScript).
+func (c *Console) showOutcome(q *req, agentID int64, o outcome) error {
+	if q.r.Header.Get("HX-Request") == "true" {
+		return c.fragment(q, "outcome", o)
+	}
+	msg := o.Status
+	if o.Reason != "" {
+		msg += ": " + o.Reason
+	}
+	return redirect(q, fmt.Sprintf("%s/agents/%d/runs", Prefix, agentID), msg)
 }
