@@ -30,7 +30,7 @@ type runsData struct {
 }
 
 // runsPage is how many runs a ledger page lists.
-const runsPage = 200
+const runsPage = 100
 
 var runStatuses = []string{"completed", "skipped", "deferred", "failed", "refused"}
 
