@@ -136,11 +136,16 @@ var clearCookies = chromedp.Func(func(ctx context.Context, t *chromedp.Target) e
 // shot saves a screenshot of the page when MATE_CONSOLE_SCREENSHOTS names a directory
 // (make screenshots).
 func shot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
 	dir := os.Getenv("MATE_CONSOLE_SCREENSHOTS")
 	if dir == "" {
 		return
 	}
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	capture := chromedp.FullScreenshot(100)
+	if strings.HasPrefix(name, "prompt") {
+		capture = chromedp.CaptureScreenshot() // the page goes on with the whole system prompt
+	}
+	png, err := chromedp.Run(ctx, capture)
 	if err != nil {
 		t.Fatalf("screenshot %s: %v", name, err)
 	}
@@ -275,7 +280,7 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// What the model sees: the context window of conversation c1, with its token budget.
 	run(t, ctxB, "context preview", chromedp.Navigate(base+"/console/agents/1/prompt"), chromedp.WaitVisible(chromedp.ID("ctx-form")),
-		chromedp.SetValue(chromedp.ID("x-conv"), "c1"), chromedp.SetValue(chromedp.ID("x-msg"), "What do I like to eat?"),
+		chromedp.SetValue(chromedp.ID("x-conv"), "c1"), chromedp.SetValue(chromedp.ID("x-msg"), "What do I like to eat?"), chromedp.SetValue(chromedp.ID("x-max"), "2000"),
 		chromedp.Click(chromedp.ID("ctx-submit")), chromedp.WaitVisible(chromedp.ID("ctx-bar")))
 	if s := text(t, ctxB, "#ctx-messages"); !strings.Contains(s, "I love noodles") || !strings.Contains(s, "Mochi") || !strings.Contains(s, "What do I like to eat?") {
 		t.Fatalf("context messages lack the history, the workspace or the current message: %.1000s", s)
