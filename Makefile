@@ -6,7 +6,7 @@ TESTFLAGS ?= -count=1 -timeout 20m
 
 export CGO_ENABLED ?= 0
 
-.PHONY: run test test-race bench build lint fmt migrate tidy clean
+.PHONY: run test test-race bench build lint fmt migrate tidy clean screenshots
 
 run: ## all-in-one: API + workers, embedded NATS and SQLite under $(MATE_DATA_DIR) (default ./data)
 	$(GO) run ./cmd/api -target=all
@@ -25,6 +25,10 @@ BENCHTIME ?= 1x
 
 bench: ## benchmarks (each reports its own p50/p99 and rates); figures go to docs/benchmarks.md
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime=$(BENCHTIME) -count=1 -timeout 30m $(PKGS) | tee bench.out
+
+screenshots: ## regenerate the console screenshots in docs/console with the browser test (needs chromium; fonts-wqy-microhei for Chinese)
+	mkdir -p docs/console
+	MATE_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run TestConsoleInBrowser ./pkg/console
 
 build:
 	mkdir -p $(BIN)

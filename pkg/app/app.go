@@ -90,6 +90,10 @@ type App struct {
 
 	// llmHealth records the outcome of every LLM call of the process, for /readyz.
 	llmHealth *llmhealth.Health
+	// parts are services built for the API routes that the console uses too (console.go).
+	parts apiParts
+	// Console serves /console on API processes (nil on the others).
+	Console http.Handler
 
 	mu      sync.Mutex
 	closers []func()
@@ -284,7 +288,7 @@ func (a *App) build(ctx context.Context) error {
 	if err := a.buildEmergence(ctx); err != nil {
 		return err
 	}
-	return nil
+	return a.buildConsole()
 }
 
 // Start begins serving HTTP (for the api target; other targets serve /metrics, /healthz and
@@ -302,7 +306,7 @@ func (a *App) Start(ctx context.Context) error {
 	a.Addr = ln.Addr().String()
 	h := a.Cfg.Mate.HTTP
 	ln = netutil.LimitListener(ln, h.MaxConnections)
-	srv := &http.Server{Handler: a.HTTP, ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:  config.Seconds(h.ReadTimeoutSeconds),
 		WriteTimeout: config.Seconds(h.WriteTimeoutSeconds),
 		IdleTimeout:  config.Seconds(h.IdleTimeoutSeconds)}
@@ -338,6 +342,9 @@ func (a *App) Banner() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "MateMemory (%s) listening on http://%s\n", strings.Join(a.Opts.Targets, ","), a.Addr)
 	fmt.Fprintf(&b, "  version: %s\n", Version)
+	if a.Console != nil {
+		fmt.Fprintf(&b, "  console: http://%s/console/\n", a.Addr)
+	}
 	fmt.Fprintf(&b, "  database: %s", a.Cfg.Mate.Database.Driver)
 	if a.Cfg.Mate.Database.Driver == "sqlite" {
 		where := a.Cfg.Mate.Database.DSN // a file name, no secret in it

@@ -53,6 +53,7 @@ func (a *App) buildEmergence(ctx context.Context) error {
 
 	if a.Has(TargetAPI) {
 		cronjob.RegisterHTTP(a.HTTP, jobs)
+		a.parts.cron = jobs
 		if _, err := bus.EnsureStream(ctx, a.JS, a.emergenceStream()); err != nil {
 			return err
 		}
@@ -61,7 +62,9 @@ func (a *App) buildEmergence(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("provision kv bucket %s: %w", bus.BucketManualEmergence, err)
 		}
-		emergence.RegisterHTTP(a.HTTP, emergence.NewTrigger(a.JS, 0, tracing.With(a.messaging())).WithRateLimit(limit))
+		trigger := emergence.NewTrigger(a.JS, 0, tracing.With(a.messaging())).WithRateLimit(limit)
+		a.parts.emergence = trigger
+		emergence.RegisterHTTP(a.HTTP, trigger)
 	}
 
 	if a.Has(TargetScheduler) {

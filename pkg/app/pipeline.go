@@ -46,8 +46,10 @@ func (a *App) buildPipeline(ctx context.Context) error {
 			return err
 		}
 		a.onClose(pub.Close)
-		summarizer.RegisterRoutes(a.HTTP, summarizer.API{Publisher: pub, Ledger: runs, JS: a.JS, NC: a.NC,
-			ManualTimeout: set.ManualTimeout, Metrics: metrics, Tracing: a.messaging()})
+		api := summarizer.API{Publisher: pub, Ledger: runs, JS: a.JS, NC: a.NC,
+			ManualTimeout: set.ManualTimeout, Metrics: metrics, Tracing: a.messaging()}
+		a.parts.summarize = api
+		summarizer.RegisterRoutes(a.HTTP, api)
 	}
 
 	if a.Has(TargetSummarizer) {

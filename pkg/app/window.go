@@ -35,6 +35,7 @@ func (a *App) buildWindow(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	a.parts.window = svc
 	window.RegisterHTTP(a.HTTP, svc)
 	return nil
 }

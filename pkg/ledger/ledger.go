@@ -90,9 +90,17 @@ func (l *Ledger) RecordTx(tx *gorm.DB, r Run) (Run, error) {
 // Filter narrows List.
 type Filter struct {
 	AgentID int64
-	Kind    string
-	EventID string
-	Limit   int
+	// AgentIDs, when not nil, keeps runs of these agents (an empty slice matches none).
+	AgentIDs []int64
+	Kind     string
+	EventID  string
+	// Status, when set, keeps runs of that status; Since and Until (when not zero) bound
+	// the creation time (Since inclusive, Until exclusive).
+	Status       string
+	Since, Until time.Time
+	// BeforeRun, when set, keeps runs recorded before that run (the next page of a list).
+	BeforeRun string
+	Limit     int
 }
 
 // List returns runs, newest first.
@@ -101,11 +109,29 @@ func (l *Ledger) List(ctx context.Context, f Filter) ([]Run, error) {
 	if f.AgentID > 0 {
 		q = q.Where("agent_id = ?", f.AgentID)
 	}
+	if f.AgentIDs != nil {
+		if len(f.AgentIDs) == 0 {
+			return []Run{}, nil
+		}
+		q = q.Where("agent_id IN ?", f.AgentIDs)
+	}
 	if f.Kind != "" {
 		q = q.Where("kind = ?", f.Kind)
 	}
 	if f.EventID != "" {
 		q = q.Where("event_id = ?", f.EventID)
+	}
+	if f.Status != "" {
+		q = q.Where("status = ?", f.Status)
+	}
+	if !f.Since.IsZero() {
+		q = q.Where("create_time >= ?", f.Since.UTC())
+	}
+	if !f.Until.IsZero() {
+		q = q.Where("create_time < ?", f.Until.UTC())
+	}
+	if f.BeforeRun != "" {
+		q = q.Where("id < (?)", l.db.Model(&store.MemoryRun{}).Select("id").Where("run_id = ?", f.BeforeRun))
 	}
 	if f.Limit <= 0 || f.Limit > 1000 {
 		f.Limit = 100

@@ -1,0 +1,76 @@
+package app
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/matememory/matememory/pkg/console"
+	"github.com/matememory/matememory/pkg/cronjob"
+	"github.com/matememory/matememory/pkg/emergence"
+	"github.com/matememory/matememory/pkg/httpapi"
+	"github.com/matememory/matememory/pkg/ledger"
+	"github.com/matememory/matememory/pkg/summarizer"
+	"github.com/matememory/matememory/pkg/window"
+)
+
+// apiParts are the services the API routes and the console share.
+type apiParts struct {
+	summarize summarizer.API
+	emergence *emergence.Trigger
+	cron      *cronjob.Service
+	window    *window.Service
+}
+
+// buildConsole builds the web console on API processes: the same services and key scopes
+// as the REST API (docs/console.md).
+func (a *App) buildConsole() error {
+	if !a.Has(TargetAPI) {
+		return nil
+	}
+	m := a.Cfg.Mate
+	keys := make([]string, 0, len(m.Auth.Keys))
+	for _, k := range m.Auth.Keys {
+		keys = append(keys, k.Key)
+	}
+	d := console.Deps{Auth: httpapi.NewAuthenticator(m.Auth.Keys), Keys: keys, Workspace: a.Workspace,
+		Ledger: ledger.New(a.DB, a.Now), JS: a.JS, Language: m.Language, Now: a.Now, Log: a.Log}
+	if a.parts.cron != nil {
+		d.Cron = a.parts.cron
+	}
+	if a.parts.emergence != nil {
+		d.Emergence = a.parts.emergence
+	}
+	if a.parts.window != nil {
+		d.Window = a.parts.window
+	}
+	if a.Recall != nil {
+		d.Search = a.Recall
+	}
+	if a.parts.summarize.Publisher != nil {
+		d.Summarize = a.parts.summarize
+	}
+	c, err := console.New(d)
+	if err != nil {
+		return err
+	}
+	a.Console = c
+	return nil
+}
+
+// Handler is the process's HTTP handler: the console under /console (and / sent there) on
+// API processes, everything else the REST server.
+func (a *App) Handler() http.Handler {
+	if a.Console == nil {
+		return a.HTTP
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == console.Prefix || strings.HasPrefix(r.URL.Path, console.Prefix+"/"):
+			a.Console.ServeHTTP(w, r)
+		case r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+			http.Redirect(w, r, console.Prefix+"/", http.StatusFound)
+		default:
+			a.HTTP.ServeHTTP(w, r)
+		}
+	})
+}

@@ -1,0 +1,66 @@
+package summarizer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/matememory/matememory/pkg/event"
+)
+
+// ManualOutcome is what a manual summarize request came to: the worker's outcome, or
+// Pending when none arrived within the wait (NoWorker when no summarizer pulls at all).
+type ManualOutcome struct {
+	event.Outcome
+	Pending  bool
+	NoWorker bool
+	Seq      uint64
+}
+
+// Summarize publishes a manual summarize request for one conversation of agentID and waits
+// up to wait for the worker's outcome. It is the service behind the manual summarize route
+// and the console's button; the caller has checked the agent's scope. A failed run is an
+// outcome (Status failed), not an error: errors are the request's own (bad input, the bus).
+func (api API) Summarize(ctx context.Context, agentID int64, conversationID string, force bool, wait time.Duration) (ManualOutcome, error) {
+	if strings.TrimSpace(conversationID) == "" || len(conversationID) > event.MaxConversationIDBytes || !utf8.ValidString(conversationID) {
+		return ManualOutcome{}, &event.InvalidError{Msg: fmt.Sprintf("conversationId must be 1 to %d bytes of UTF-8", event.MaxConversationIDBytes)}
+	}
+	inbox := nats.NewInbox()
+	sub, err := api.NC.SubscribeSync(inbox)
+	if err != nil {
+		return ManualOutcome{}, fmt.Errorf("message bus unavailable: %w", err)
+	}
+	defer sub.Unsubscribe()
+	req := event.SummarizeRequest{AgentID: agentID, ConversationID: conversationID, ReplyTo: inbox, Force: force}
+	ack, err := api.Publisher.PublishSummarize(ctx, &req)
+	if err != nil {
+		return ManualOutcome{}, err
+	}
+	if wait <= 0 {
+		wait = api.ManualTimeout
+	}
+	if wait <= 0 {
+		wait = 5 * time.Minute
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	out := ManualOutcome{Seq: ack.Seq}
+	out.RequestID = req.RequestID
+	msg, idle, err := api.awaitOutcome(wctx, sub)
+	if idle || err != nil {
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+		out.Pending, out.NoWorker = true, idle
+		return out, nil
+	}
+	if err := json.Unmarshal(msg.Data, &out.Outcome); err != nil {
+		return out, fmt.Errorf("unreadable outcome from the worker: %w", err)
+	}
+	return out, nil
+}
