@@ -129,45 +129,30 @@ func (api API) summarize(ctx context.Context, in *summarizeInput) (*httpapi.Resp
 		return nil, httpapi.BadRequest("conversationId must be 1 to %d bytes of UTF-8", event.MaxConversationIDBytes)
 	}
 	force := in.Force || (in.Body != nil && in.Body.Force != nil && *in.Body.Force)
-	inbox := nats.NewInbox()
-	sub, err := api.NC.SubscribeSync(inbox)
+	out, err := api.Summarize(ctx, agentID, conv, force, 0)
 	if err != nil {
-		return nil, &httpapi.Error{Status: http.StatusServiceUnavailable, Msg: "message bus unavailable: " + err.Error(), Err: err}
-	}
-	defer sub.Unsubscribe()
-	req := event.SummarizeRequest{AgentID: agentID, ConversationID: conv, ReplyTo: inbox, Force: force}
-	ack, err := api.Publisher.PublishSummarize(ctx, &req)
-	if err != nil {
+		var bad *event.InvalidError
+		switch {
+		case errors.As(err, &bad):
+			return nil, httpapi.BadRequest("%s", bad.Msg)
+		case errors.Is(err, errBusUnavailable):
+			return nil, &httpapi.Error{Status: http.StatusServiceUnavailable, Msg: err.Error(), Err: err}
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errors.Is(err, errUnreadableOutcome):
+			return nil, fmt.Errorf("记忆提取失败: %w", err)
+		}
 		return nil, publishErr(err)
 	}
-	api.Metrics.Published.WithLabelValues("summarize", strconv.FormatBool(ack.Duplicate)).Inc()
-	timeout := api.ManualTimeout
-	if timeout <= 0 {
-		timeout = 5 * time.Minute
-	}
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	msg, idle, err := api.awaitOutcome(wctx, sub)
-	if idle {
-		return httpapi.Answer(http.StatusAccepted, SummarizeResult{
-			Status: "pending", RequestID: req.RequestID, Seq: ack.Seq, NoWorker: true,
-			Reason: fmt.Sprintf("no summarizer worker is pulling from consumer %q of %s (no pull request waiting, nothing in progress): start a summarizer process (-target summarizer or all); the request stays queued and its outcome will be listed at GET /api/v1/memory/%d/runs?eventId=%s",
-				bus.ConsumerSummarizer, bus.StreamEvents, agentID, req.RequestID),
-		}), nil
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return httpapi.Answer(http.StatusAccepted, SummarizeResult{
-			Status: "pending", RequestID: req.RequestID, Seq: ack.Seq,
+	if out.Pending {
+		res := SummarizeResult{Status: "pending", RequestID: out.RequestID, Seq: out.Seq, NoWorker: out.NoWorker,
 			Reason: fmt.Sprintf("no worker finished within %s; the request stays queued and its outcome will be listed at GET /api/v1/memory/%d/runs?eventId=%s",
-				timeout, agentID, req.RequestID),
-		}), nil
-	}
-	var out event.Outcome
-	if err := json.Unmarshal(msg.Data, &out); err != nil {
-		return nil, fmt.Errorf("记忆提取失败: unreadable outcome from the worker: %w", err)
+				api.manualWait(), agentID, out.RequestID)}
+		if out.NoWorker {
+			res.Reason = fmt.Sprintf("no summarizer worker is pulling from consumer %q of %s (no pull request waiting, nothing in progress): start a summarizer process (-target summarizer or all); the request stays queued and its outcome will be listed at GET /api/v1/memory/%d/runs?eventId=%s",
+				bus.ConsumerSummarizer, bus.StreamEvents, agentID, out.RequestID)
+		}
+		return httpapi.Answer(http.StatusAccepted, res), nil
 	}
 	if out.Status == store.RunFailed {
 		m := "记忆提取失败: " + out.Reason

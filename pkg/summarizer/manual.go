@@ -3,7 +3,9 @@ package summarizer
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -12,6 +14,20 @@ import (
 
 	"github.com/matememory/matememory/pkg/event"
 )
+
+// errBusUnavailable: the request could not even be sent (no NATS connection).
+var errBusUnavailable = errors.New("message bus unavailable")
+
+// errUnreadableOutcome: the worker's reply is not an outcome.
+var errUnreadableOutcome = errors.New("unreadable outcome from the worker")
+
+// manualWait is how long a manual request waits for its outcome by default.
+func (api API) manualWait() time.Duration {
+	if api.ManualTimeout > 0 {
+		return api.ManualTimeout
+	}
+	return 5 * time.Minute
+}
 
 // ManualOutcome is what a manual summarize request came to: the worker's outcome, or
 // Pending when none arrived within the wait (NoWorker when no summarizer pulls at all).
@@ -33,7 +49,7 @@ func (api API) Summarize(ctx context.Context, agentID int64, conversationID stri
 	inbox := nats.NewInbox()
 	sub, err := api.NC.SubscribeSync(inbox)
 	if err != nil {
-		return ManualOutcome{}, fmt.Errorf("message bus unavailable: %w", err)
+		return ManualOutcome{}, fmt.Errorf("%w: %w", errBusUnavailable, err)
 	}
 	defer sub.Unsubscribe()
 	req := event.SummarizeRequest{AgentID: agentID, ConversationID: conversationID, ReplyTo: inbox, Force: force}
@@ -41,11 +57,11 @@ func (api API) Summarize(ctx context.Context, agentID int64, conversationID stri
 	if err != nil {
 		return ManualOutcome{}, err
 	}
-	if wait <= 0 {
-		wait = api.ManualTimeout
+	if api.Metrics != nil {
+		api.Metrics.Published.WithLabelValues("summarize", strconv.FormatBool(ack.Duplicate)).Inc()
 	}
 	if wait <= 0 {
-		wait = 5 * time.Minute
+		wait = api.manualWait()
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -60,7 +76,7 @@ func (api API) Summarize(ctx context.Context, agentID int64, conversationID stri
 		return out, nil
 	}
 	if err := json.Unmarshal(msg.Data, &out.Outcome); err != nil {
-		return out, fmt.Errorf("unreadable outcome from the worker: %w", err)
+		return out, fmt.Errorf("%w: %w", errUnreadableOutcome, err)
 	}
 	return out, nil
 }
