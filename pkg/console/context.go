@@ -41,7 +41,8 @@ func (c *Console) contextPreview(q *req) error {
 	f := previewForm{Conversation: strings.TrimSpace(q.r.PostFormValue("conversationId")), Message: q.r.PostFormValue("userMessage"),
 		Model: strings.TrimSpace(q.r.PostFormValue("model")), MaxTokens: strings.TrimSpace(q.r.PostFormValue("maxInputTokens")),
 		Recall: q.r.PostFormValue("recall") == "on"}
-	req := window.Request{AgentID: id, ConversationID: f.Conversation, UserMessage: f.Message, Model: f.Model}
+	// A preview: no model call, nothing cached or published (a person is only looking).
+	req := window.Request{AgentID: id, ConversationID: f.Conversation, UserMessage: f.Message, Model: f.Model, Preview: true}
 	if f.MaxTokens != "" {
 		n, err := strconv.Atoi(f.MaxTokens)
 		if err != nil {

@@ -39,4 +39,8 @@ type DataError struct{ Msg string }
 func (e *DataError) Error() string { return e.Msg }
 
 // errNoLLM degrades compaction when no endpoint is configured.
+// errPreviewUncached: a preview needs a summary the cache does not hold (it never asks the
+// model).
+var errPreviewUncached = errors.New("preview: the summary is not cached")
+
 var errNoLLM = errors.New("no LLM endpoint is configured (set OPENAI_BASE_URL and OPENAI_API_KEY)")

@@ -72,6 +72,9 @@ func (s *Service) flush(ctx context.Context, a *assembly, evicted int) {
 	switch {
 	case a.offset+evicted == 0:
 		return
+	case a.req.Preview:
+		r.FlushReason = "preview: nothing is published"
+		return
 	case a.req.Inline:
 		r.FlushReason = "history was given inline: there are no stored messages for the summarizer to extract"
 		return

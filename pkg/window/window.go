@@ -18,6 +18,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -211,6 +212,12 @@ type Request struct {
 	Messages []Message
 	// Recall, when set, adds memory search results to the system message.
 	Recall *RecallRequest
+	// Preview builds the window without side effects, for a person looking at it (the
+	// console): the model is never called, nothing is stored in the summary cache or
+	// published for the summarizer, and metrics are left alone. A summary found in the
+	// cache is used; one that a real request would ask the model for is stood in for by
+	// the extractive summary, and a warning says so.
+	Preview bool
 }
 
 // MaxInputTokensLimit bounds maxInputTokens (no model accepts more).
@@ -519,7 +526,9 @@ func (s *Service) assemble(ctx context.Context, req Request, emergency bool) (*R
 		s.stats.degraded.Add(1)
 	}
 	s.flush(ctx, a, keepFrom)
-	s.metrics.observe(r)
+	if !req.Preview {
+		s.metrics.observe(r)
+	}
 	return r, nil
 }
 
@@ -596,7 +605,9 @@ func (s *Service) compact(ctx context.Context, a *assembly, base, trigger int) (
 			// The cached summary, with what came after it verbatim, is enough.
 			a.res.CacheHit = true
 			s.stats.cacheHits.Add(1)
-			s.cache.touch(ctx, a.ck, a.chainHex(prevN), prev)
+			if !a.req.Preview {
+				s.cache.touch(ctx, a.ck, a.chainHex(prevN), prev)
+			}
 			return prevN, &prev
 		}
 	}
@@ -606,6 +617,13 @@ func (s *Service) compact(ctx context.Context, a *assembly, base, trigger int) (
 	e, err := s.summarize(ctx, a, prev, prevN, boundary)
 	if err == nil {
 		return boundary, &e
+	}
+	if errors.Is(err, errPreviewUncached) {
+		a.warn("preview: no summary of the first %d messages is cached; a real request would ask the model for one, the preview shows an extractive summary in its place", a.offset+boundary)
+		a.res.SummaryKind = "extractive"
+		text := extract(a.lang, a.tk, s.cfg.SummaryMaxTokens, prev.Text, a.hist[prevN:boundary])
+		return boundary, &summaryEntry{Text: text, Covers: a.offset + boundary, Language: a.lang,
+			Goal: a.goalOf(prev, prevN, a.hist[prevN:boundary])}
 	}
 	// Degrade visibly: an extractive summary stands for the messages instead.
 	s.warnLog.Warn("context summary failed; an extractive summary was used", "agent", a.req.AgentID,
@@ -621,6 +639,15 @@ func (s *Service) compact(ctx context.Context, a *assembly, base, trigger int) (
 // summarize folds hist[from:to] into prev, through the shared single-flight when the cache
 // is on.
 func (s *Service) summarize(ctx context.Context, a *assembly, prev summaryEntry, from, to int) (summaryEntry, error) {
+	if a.req.Preview {
+		if s.cache != nil {
+			if e, ok, err := s.cache.get(ctx, a.ck, a.chainHex(to)); err == nil && ok {
+				a.res.CacheHit = true
+				return e, nil
+			}
+		}
+		return summaryEntry{}, errPreviewUncached
+	}
 	if s.llm == nil {
 		return summaryEntry{}, errNoLLM
 	}

@@ -719,3 +719,60 @@ func (s *syncBuf) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A preview (the console's) never calls the model, stores no summary and publishes no flush;
+// it uses a summary a real request cached.
+func TestPreviewHasNoSideEffects(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		e := newEnv(t, db)
+		r := e.replica("a", replicaOpts{})
+		e.store(4, "c-preview", 0, 30, filler)
+		const q = "现在怎么样"
+		_, probe, _ := r.post(t, 4, "c-preview", body(q, 1_000_000, nil), false)
+		budget := probe.Tokens.Before / 2
+		ctx := context.Background()
+		stream, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: bus.StreamEvents,
+			Subjects: []string{bus.SubjectSummarize + ".>"}, Duplicates: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		preview := func() *Result {
+			t.Helper()
+			res, err := r.svc.Assemble(ctx, Request{AgentID: 4, ConversationID: "c-preview", UserMessage: q,
+				MaxInputTokens: budget, Preview: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return res
+		}
+
+		res := preview()
+		if !res.Compacted || res.SummaryKind != "extractive" || res.CacheHit || res.FlushRequested ||
+			!strings.Contains(res.FlushReason, "preview") || len(res.Warnings) == 0 || !strings.Contains(res.Warnings[0], "preview") {
+			t.Fatalf("uncached preview: %+v", res)
+		}
+		if n := len(e.llm.Received()); n != 0 {
+			t.Fatalf("a preview called the model %d times", n)
+		}
+		if info, _ := stream.Info(ctx); info.State.Msgs != 0 {
+			t.Fatalf("a preview published %d summarize requests", info.State.Msgs)
+		}
+
+		// A real request computes the summary (one model call) and asks for a flush.
+		_, real, _ := r.post(t, 4, "c-preview", body(q, budget, nil), false)
+		if real.SummaryKind != "llm" || real.LLMCalls != 1 || !real.FlushRequested {
+			t.Fatalf("real request: %+v", real)
+		}
+		// The preview now shows that cached summary, still without a call or a publish.
+		res = preview()
+		if res.SummaryKind != "llm" || !res.CacheHit || res.Summarized != real.Summarized || res.FlushRequested {
+			t.Fatalf("cached preview: %+v", res)
+		}
+		if n := len(e.llm.Received()); n != 1 {
+			t.Fatalf("the model was called %d times, want the real request's 1", n)
+		}
+		if info, _ := stream.Info(ctx); info.State.Msgs != 1 {
+			t.Fatalf("%d summarize requests stored, want the real request's 1", info.State.Msgs)
+		}
+	})
+}
