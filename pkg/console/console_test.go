@@ -7,10 +7,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/matememory/matememory/pkg/bus"
+	"github.com/matememory/matememory/pkg/bus/bustest"
 	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/httpapi"
 	"github.com/matememory/matememory/pkg/ledger"
@@ -288,4 +293,73 @@ func (fakeSummarizer) Summarize(ctx context.Context, agentID int64, conv string,
 	var o summarizer.ManualOutcome
 	o.Status, o.Reason = "skipped", "already extracted"
 	return o, nil
+}
+
+// The operations page lists dead letters a page at a time, every one exactly once.
+func TestDeadLetterPaging(t *testing.T) {
+	_, dial := bustest.Server(t)
+	nc, err := dial.Connect("console-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(t.Context(), bus.DLQStreamConfig(1, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	const n = dlqPage + 30
+	for i := 0; i < n; i++ {
+		if _, err := bus.DeadLetter(t.Context(), js, bus.Letter{Subject: fmt.Sprintf("mate.conversation.completed.%d", i),
+			Data: []byte(`{"n":` + strconv.Itoa(i) + `}`), Reason: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := newTestConsole(t, nil)
+	c.d.JS = js
+	get := func(path string) string {
+		r := httptest.NewRequest(http.MethodGet, path, nil)
+		r.Host = "127.0.0.1"
+		w := httptest.NewRecorder()
+		c.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			t.Fatalf("%s: %d %.300s", path, w.Code, w.Body.String())
+		}
+		return w.Body.String()
+	}
+	seen := map[string]bool{}
+	page := get("/console/ops")
+	for _, want := range []int{dlqPage, n - dlqPage} {
+		rows := strings.Split(page, `id="retry-`)[1:]
+		for _, r := range rows {
+			seq, _, _ := strings.Cut(r, `"`)
+			if seen[seq] {
+				t.Fatalf("dead letter %s listed twice", seq)
+			}
+			seen[seq] = true
+		}
+		next := strings.Contains(page, `id="dlq-next"`)
+		if len(rows) != want || next != (want == dlqPage) {
+			t.Fatalf("a page of %d dead letters (want %d), next link %v", len(rows), want, next)
+		}
+		if !next {
+			break
+		}
+		i := strings.Index(page, `/console/ops?dlqAfter=`)
+		link, _, _ := strings.Cut(page[i:], `"`)
+		link, _, _ = strings.Cut(html.UnescapeString(link), "#") // a browser does not send the fragment
+		page = get(link)
+	}
+	if len(seen) != n {
+		t.Fatalf("%d dead letters listed, want %d", len(seen), n)
+	}
+	r := httptest.NewRequest(http.MethodGet, "/console/ops?dlqAfter=x", nil)
+	r.Host = "127.0.0.1"
+	w := httptest.NewRecorder()
+	c.ServeHTTP(w, r)
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "dlqAfter must be") {
+		t.Fatalf("bad cursor: %d", w.Code)
+	}
 }

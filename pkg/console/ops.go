@@ -8,8 +8,10 @@ import (
 	"html/template"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -35,6 +37,20 @@ type consumerRow struct {
 	Waiting    int
 }
 
+// dlqPage is how many dead letters the operations page shows at once.
+const dlqPage = 100
+
+// clip shortens s to at most n bytes on a character boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
 type dlqRow struct {
 	bus.DeadLetterEntry
 	Payload string
@@ -46,9 +62,12 @@ type opsData struct {
 	Leader    *lease.Holder
 	DLQ       []dlqRow
 	DLQErr    string
-	RunsChart template.HTML
-	LatChart  template.HTML
-	LagChart  template.HTML
+	// DLQAfter is the sequence the shown page starts after; DLQNext the one the next page
+	// starts after (0: this is the last page).
+	DLQAfter, DLQNext uint64
+	RunsChart         template.HTML
+	LatChart          template.HTML
+	LagChart          template.HTML
 }
 
 // opsPage is the operator's view: streams and consumer lag, the scheduler leader, dead
@@ -65,16 +84,22 @@ func (c *Console) opsPage(q *req) error {
 			d.StreamErr = err.Error()
 		}
 		d.Leader = c.leader(ctx)
-		list, err := bus.ListDeadLetters(ctx, c.d.JS, 0, "", 200)
+		if v := q.r.URL.Query().Get("dlqAfter"); v != "" {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil {
+				return errStatus(http.StatusBadRequest, "dlqAfter must be a dead letter's sequence number, got %q", v)
+			}
+			d.DLQAfter = n
+		}
+		list, err := bus.ListDeadLetters(ctx, c.d.JS, d.DLQAfter, "", dlqPage)
 		if err != nil {
 			d.DLQErr = err.Error()
 		}
 		for _, e := range list {
-			p := string(e.Data)
-			if len(p) > 300 {
-				p = p[:300] + "…"
-			}
-			d.DLQ = append(d.DLQ, dlqRow{DeadLetterEntry: e, Payload: p})
+			d.DLQ = append(d.DLQ, dlqRow{DeadLetterEntry: e, Payload: clip(string(e.Data), 300)})
+		}
+		if len(list) == dlqPage {
+			d.DLQNext = list[len(list)-1].Seq
 		}
 	}
 	now := c.d.Now().UTC()
