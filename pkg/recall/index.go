@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"gorm.io/gorm"
@@ -26,6 +27,10 @@ type Indexer struct {
 	set Settings
 	now func() time.Time
 	log *slog.Logger
+	// terms remembers the lexical terms of recently indexed chunk texts by their hash: the
+	// unchanged chunks of a daily note that grew, and the seeded core files every agent
+	// starts with, are not analyzed again.
+	terms *termsMemo
 }
 
 // IndexerOption configures an Indexer.
@@ -42,7 +47,7 @@ func WithLogger(l *slog.Logger) IndexerOption { return func(i *Indexer) { i.log 
 
 // NewIndexer builds an indexer.
 func NewIndexer(db *gorm.DB, an *lexical.Analyzer, set Settings, opts ...IndexerOption) *Indexer {
-	i := &Indexer{db: db, an: an, set: set.withDefaults(), now: time.Now, log: slog.Default()}
+	i := &Indexer{db: db, an: an, set: set.withDefaults(), now: time.Now, log: slog.Default(), terms: newTermsMemo(termsMemoSize)}
 	for _, o := range opts {
 		o(i)
 	}
@@ -136,6 +141,161 @@ func (i *Indexer) syncOnce(ctx context.Context, agentID int64, filename string) 
 		return i.embedPending(ctx, rec)
 	}
 
+	rows, res, err := i.prepare(ctx, agentID, filename, f)
+	if err != nil {
+		return SyncResult{}, err
+	}
+	if err := i.commit(db, agentID, []staged{{name: filename, rec: rec, hasRec: hasRec, f: f, rows: rows, res: res}}); err != nil {
+		return SyncResult{}, wrapSync(err, agentID, filename)
+	}
+	return res, nil
+}
+
+// staged is a file of an agent chunked and ready to commit.
+type staged struct {
+	name   string
+	rec    store.RecallFile // the index state read before chunking (when hasRec)
+	hasRec bool
+	f      store.WorkspaceFile
+	rows   []store.RecallChunk
+	res    SyncResult
+}
+
+// commit replaces the chunks of the staged files of one agent in one transaction: each
+// file's index state moves by compare-and-swap from the state read before chunking (a lost
+// race, errLostRace, applies nothing), and the agent's generation is bumped once.
+func (i *Indexer) commit(db *gorm.DB, agentID int64, files []staged) error {
+	return db.Transaction(func(tx *gorm.DB) error {
+		now := i.now().UTC()
+		var created []store.RecallFile
+		names := make([]string, 0, len(files))
+		var rows []store.RecallChunk
+		for _, s := range files {
+			next := store.RecallFile{AgentID: agentID, Filename: s.name, FileID: s.f.ID, Version: s.f.Version,
+				Chunks: len(s.rows), EmbedPending: s.res.EmbedPending, IndexTime: now}
+			names = append(names, s.name)
+			rows = append(rows, s.rows...)
+			if !s.hasRec {
+				created = append(created, next)
+				continue
+			}
+			upd := tx.Model(&store.RecallFile{}).
+				Where("agent_id = ? AND filename = ? AND file_id = ? AND version = ?", agentID, s.name, s.rec.FileID, s.rec.Version).
+				Updates(map[string]any{"file_id": next.FileID, "version": next.Version, "chunks": next.Chunks,
+					"embed_pending": next.EmbedPending, "index_time": next.IndexTime})
+			if upd.Error != nil {
+				return upd.Error
+			}
+			if upd.RowsAffected != 1 {
+				return errLostRace
+			}
+		}
+		if len(created) > 0 {
+			if err := tx.Create(&created).Error; err != nil {
+				if store.IsDuplicate(err) {
+					return errLostRace
+				}
+				return err
+			}
+		}
+		if err := tx.Where("agent_id = ? AND filename IN ?", agentID, names).Delete(&store.RecallChunk{}).Error; err != nil {
+			return err
+		}
+		if len(rows) > 0 {
+			if err := tx.CreateInBatches(rows, 200).Error; err != nil {
+				return err
+			}
+		}
+		return bumpGeneration(tx, agentID)
+	})
+}
+
+// SyncFiles is Sync for several files of one agent, e.g. the core files seeded together or
+// the files an index message batch names: the index states and the live files are read
+// with one query each, the files that need chunking are committed in one transaction with
+// one generation bump. Removals, pending embeddings and conversations go through Sync.
+// It returns each file's result.
+func (i *Indexer) SyncFiles(ctx context.Context, agentID int64, filenames []string) (map[string]SyncResult, error) {
+	if len(filenames) == 1 {
+		r, err := i.Sync(ctx, agentID, filenames[0])
+		return map[string]SyncResult{filenames[0]: r}, err
+	}
+	for attempt := 0; ; attempt++ {
+		out, err := i.syncFilesOnce(ctx, agentID, filenames)
+		if (errors.Is(err, errLostRace) || store.IsDeadlock(err)) && attempt < maxSyncAttempts {
+			time.Sleep(time.Duration(attempt+1) * 10 * time.Millisecond)
+			continue
+		}
+		return out, err
+	}
+}
+
+func (i *Indexer) syncFilesOnce(ctx context.Context, agentID int64, filenames []string) (map[string]SyncResult, error) {
+	db := i.db.WithContext(ctx)
+	var files, single []string
+	for _, n := range filenames {
+		if IsConversation(n) {
+			single = append(single, n)
+		} else {
+			files = append(files, n)
+		}
+	}
+	out := make(map[string]SyncResult, len(filenames))
+	if len(files) > 0 {
+		var recs []store.RecallFile
+		if err := db.Where("agent_id = ? AND filename IN ?", agentID, files).Find(&recs).Error; err != nil {
+			return nil, fmt.Errorf("read index state of %d files of agent %d: %w", len(files), agentID, err)
+		}
+		var live []store.WorkspaceFile
+		if err := db.Where("agent_id = ? AND filename IN ? AND deleted = 0", agentID, files).Find(&live).Error; err != nil {
+			return nil, fmt.Errorf("read %d files of agent %d: %w", len(files), agentID, err)
+		}
+		recOf := make(map[string]store.RecallFile, len(recs))
+		for _, r := range recs {
+			recOf[r.Filename] = r
+		}
+		liveOf := make(map[string]store.WorkspaceFile, len(live))
+		for _, f := range live {
+			liveOf[f.Filename] = f // by the exact name, as load compares it
+		}
+		var batch []staged
+		for _, n := range files {
+			rec, hasRec := recOf[n]
+			f, exists := liveOf[n]
+			switch {
+			case !exists && !hasRec:
+				out[n] = SyncResult{Outcome: Unchanged}
+			case !exists || (hasRec && rec.EmbedPending && i.emb != nil && rec.FileID == f.ID && rec.Version == f.Version):
+				single = append(single, n) // a removal, or missing embeddings only
+			case hasRec && rec.FileID == f.ID && rec.Version == f.Version:
+				out[n] = SyncResult{Outcome: Unchanged, Chunks: rec.Chunks}
+			default:
+				rows, res, err := i.prepare(ctx, agentID, n, f)
+				if err != nil {
+					return nil, err
+				}
+				batch = append(batch, staged{name: n, rec: rec, hasRec: hasRec, f: f, rows: rows, res: res})
+				out[n] = res
+			}
+		}
+		if len(batch) > 0 {
+			if err := i.commit(db, agentID, batch); err != nil {
+				return nil, wrapSync(err, agentID, fmt.Sprintf("%d files", len(batch)))
+			}
+		}
+	}
+	for _, n := range single {
+		r, err := i.Sync(ctx, agentID, n)
+		if err != nil {
+			return out, err
+		}
+		out[n] = r
+	}
+	return out, nil
+}
+
+// prepare chunks a file's content into rows and embeds the chunks that have no vector yet.
+func (i *Indexer) prepare(ctx context.Context, agentID int64, filename string, f store.WorkspaceFile) ([]store.RecallChunk, SyncResult, error) {
 	chunks := chunk.Split(f.Content, chunk.Options{MaxTokens: i.set.ChunkTokens, OverlapTokens: i.set.OverlapTokens})
 	date, dated := chunk.NoteDate(filename, time.UTC)
 	if !dated {
@@ -152,7 +312,7 @@ func (i *Indexer) syncOnce(ctx context.Context, agentID int64, filename string) 
 		text := c.Embeddable()
 		rows[k] = store.RecallChunk{AgentID: agentID, Filename: filename, Ordinal: c.Ordinal,
 			StartLine: c.StartLine, EndLine: c.EndLine, Heading: truncate(c.Heading, 500), Text: c.Text,
-			Terms: lexical.JoinTerms(i.an.Terms(text)), Hash: c.Hash, FileVersion: f.Version,
+			Terms: i.terms.get(c.Hash, text, i.an), Hash: c.Hash, FileVersion: f.Version,
 			NoteDate: date, Dated: dated}
 		hashes[k] = c.Hash
 		texts[c.Hash] = text
@@ -163,47 +323,14 @@ func (i *Indexer) syncOnce(ctx context.Context, agentID int64, filename string) 
 		res.EmbeddedTexts = n
 		if err != nil {
 			if ctx.Err() != nil {
-				return SyncResult{}, err
+				return nil, SyncResult{}, err
 			}
 			i.log.Warn("recall: embedding failed; chunks are searchable lexically and will be embedded later",
 				"agent", agentID, "file", filename, "err", err)
 			res.EmbedPending = true
 		}
 	}
-	err = db.Transaction(func(tx *gorm.DB) error {
-		next := store.RecallFile{AgentID: agentID, Filename: filename, FileID: f.ID, Version: f.Version,
-			Chunks: len(rows), EmbedPending: res.EmbedPending, IndexTime: i.now().UTC()}
-		if hasRec {
-			upd := tx.Model(&store.RecallFile{}).
-				Where("agent_id = ? AND filename = ? AND file_id = ? AND version = ?", agentID, filename, rec.FileID, rec.Version).
-				Updates(map[string]any{"file_id": next.FileID, "version": next.Version, "chunks": next.Chunks,
-					"embed_pending": next.EmbedPending, "index_time": next.IndexTime})
-			if upd.Error != nil {
-				return upd.Error
-			}
-			if upd.RowsAffected != 1 {
-				return errLostRace
-			}
-		} else if err := tx.Create(&next).Error; err != nil {
-			if store.IsDuplicate(err) {
-				return errLostRace
-			}
-			return err
-		}
-		if err := tx.Where("agent_id = ? AND filename = ?", agentID, filename).Delete(&store.RecallChunk{}).Error; err != nil {
-			return err
-		}
-		if len(rows) > 0 {
-			if err := tx.CreateInBatches(rows, 200).Error; err != nil {
-				return err
-			}
-		}
-		return bumpGeneration(tx, agentID)
-	})
-	if err != nil {
-		return SyncResult{}, wrapSync(err, agentID, filename)
-	}
-	return res, nil
+	return rows, res, nil
 }
 
 func wrapSync(err error, agentID int64, filename string) error {
@@ -311,6 +438,44 @@ func bumpGeneration(tx *gorm.DB, agentID int64) error {
 		return err
 	}
 	return nil
+}
+
+// termsMemoSize bounds the terms memo: about this many chunk texts' terms, twice at most.
+const termsMemoSize = 4096
+
+// termsMemo maps a chunk's hash (of its embeddable text) to its joined lexical terms. It
+// keeps two generations: when the current one is full it becomes the previous one, so
+// recently used entries survive and memory stays bounded.
+type termsMemo struct {
+	mu        sync.Mutex
+	max       int
+	cur, prev map[string]string
+}
+
+func newTermsMemo(max int) *termsMemo {
+	return &termsMemo{max: max, cur: map[string]string{}}
+}
+
+// get returns the joined terms of text, whose hash is hash.
+func (m *termsMemo) get(hash, text string, an *lexical.Analyzer) string {
+	m.mu.Lock()
+	t, ok := m.cur[hash]
+	if !ok {
+		t, ok = m.prev[hash]
+	}
+	m.mu.Unlock()
+	if !ok {
+		t = lexical.JoinTerms(an.Terms(text))
+	}
+	m.mu.Lock()
+	if _, in := m.cur[hash]; !in {
+		if len(m.cur) >= m.max {
+			m.prev, m.cur = m.cur, make(map[string]string, m.max)
+		}
+		m.cur[hash] = t
+	}
+	m.mu.Unlock()
+	return t
 }
 
 func truncate(s string, n int) string {

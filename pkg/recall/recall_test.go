@@ -3,6 +3,7 @@ package recall_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -296,6 +297,102 @@ func TestIncrementalRefreshMatchesColdBuild(t *testing.T) {
 			if cold := warm(q); strings.Join(cold, "|") != strings.Join(want, "|") {
 				t.Errorf("%q: warm %q, cold %q", q, want, cold)
 			}
+		}
+	})
+}
+
+// SyncFiles (several files of one agent at once, as the worker batches them) leaves exactly
+// the chunks one Sync per file leaves: new, changed, unchanged and deleted files in one call,
+// one generation bump for the files it chunks, and a second call changes nothing.
+func TestSyncFilesMatchesSyncPerFile(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		r := newRig(t, db, true)
+		ctx := context.Background()
+		ch := workspace.Change{Actor: store.ActorTool}
+		write := func(agent int64, name, content string) {
+			if _, _, err := r.ws.Write(ctx, agent, name, content, workspace.AnyVersion, ch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Agent 1 is indexed file by file, agent 2 in batches; same writes.
+		names := append([]string{"memory/2026-05-01.md", "notes.md", "gone.md"}, workspace.CoreFiles...)
+		for _, a := range []int64{1, 2} {
+			write(a, "memory/2026-05-01.md", "# 2026-05-01\n\nThe router is rt-lab-01.\n")
+			write(a, "notes.md", "# Notes\n\nThe scanner is sc-desk-03.\n")
+			write(a, "gone.md", "# Gone\n\nSoon deleted.\n")
+		}
+		for _, n := range names {
+			if _, err := r.ix.Sync(ctx, 1, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := r.ix.SyncFiles(ctx, 2, names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			if res[n].Outcome != recall.Indexed {
+				t.Fatalf("%s: %+v, want indexed", n, res[n])
+			}
+		}
+		generation := func(a int64) int64 {
+			var ag store.RecallAgent
+			if err := db.DB.Where("agent_id = ?", a).Take(&ag).Error; err != nil {
+				t.Fatal(err)
+			}
+			return ag.Generation
+		}
+		if g := generation(2); g != 1 {
+			t.Fatalf("generation %d after one batch, want 1 (one bump)", g)
+		}
+		// Then: a file grows, one is deleted, the rest stay.
+		for _, a := range []int64{1, 2} {
+			write(a, "memory/2026-05-01.md", "# 2026-05-01\n\nThe router is rt-lab-01.\n\nThe printer is pr-hall-02.\n")
+			if err := r.ws.Delete(ctx, a, "gone.md", workspace.AnyVersion, ch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, n := range names {
+			if _, err := r.ix.Sync(ctx, 1, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if res, err = r.ix.SyncFiles(ctx, 2, names); err != nil {
+			t.Fatal(err)
+		}
+		if res["memory/2026-05-01.md"].Outcome != recall.Indexed || res["gone.md"].Outcome != recall.Removed || res["notes.md"].Outcome != recall.Unchanged {
+			t.Fatalf("second batch: %+v", res)
+		}
+		if res, err = r.ix.SyncFiles(ctx, 2, names); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			if res[n].Changed() {
+				t.Fatalf("a repeated batch changed %s: %+v", n, res[n])
+			}
+		}
+		chunksOf := func(a int64) []string {
+			var rows []store.RecallChunk
+			if err := db.DB.Where("agent_id = ?", a).Order("filename, ordinal").Find(&rows).Error; err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, c := range rows {
+				out = append(out, fmt.Sprintf("%s#%d %d-%d %s %q %q", c.Filename, c.Ordinal, c.StartLine, c.EndLine, c.Hash, c.Terms, c.Text))
+			}
+			return out
+		}
+		one, batched := chunksOf(1), chunksOf(2)
+		if len(one) == 0 || strings.Join(one, "\n") != strings.Join(batched, "\n") {
+			t.Fatalf("batched chunks differ from per-file chunks:\n%s\n---\n%s", strings.Join(batched, "\n"), strings.Join(one, "\n"))
+		}
+		for _, c := range batched {
+			if strings.HasPrefix(c, "gone.md") {
+				t.Fatal("the deleted file's chunks stayed")
+			}
+		}
+		if !strings.Contains(strings.Join(files(r.search(t, 2, recall.Query{Text: "pr-hall-02"})), ","), "memory/2026-05-01.md") {
+			t.Fatal("the grown note's new text is not found")
 		}
 	})
 }

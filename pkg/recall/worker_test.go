@@ -3,6 +3,7 @@ package recall_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -210,5 +211,109 @@ func TestBackfillIdempotent(t *testing.T) {
 		if err != nil || rep.Unchanged != 15 || rep.Indexed != 0 || rep.EmbeddedTexts != 0 {
 			t.Fatalf("second backfill must change nothing: %v %v", rep, err)
 		}
+	})
+}
+
+// A burst of index messages about a few agents (each agent's four seeded core files and a
+// note, published at once, some twice): every file is indexed, every message is
+// acknowledged, and an agent's messages that waited for its previous round are indexed
+// together (fewer generation bumps than messages), with nothing left pending.
+func TestWorkerBatchesAnAgentsMessages(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		ctx := context.Background()
+		r := newRig(t, db, false)
+		_, dialer := bustest.Server(t)
+		nc, err := dialer.Connect("test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, _ := jetstream.New(nc)
+		if err := recall.Provision(ctx, js, 1, 30*time.Second, 5); err != nil {
+			t.Fatal(err)
+		}
+		// The files exist before any message is consumed (written without a hook).
+		const agents = 3
+		names := append([]string{"memory/2026-05-31.md"}, workspace.CoreFiles...)
+		for a := int64(1); a <= agents; a++ {
+			if _, err := r.ws.Append(ctx, a, names[0], "Agent fact.\n", "# 2026-05-31\n\n", workspace.Change{Actor: store.ActorTool}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		published := 0
+		for round := 0; round < 2; round++ {
+			for a := int64(1); a <= agents; a++ {
+				for _, n := range names {
+					data, _ := json.Marshal(recall.Change{AgentID: a, Filename: n, Version: 1})
+					if _, err := js.Publish(ctx, bus.AgentSubject(recall.SubjectIndex, a), data); err != nil {
+						t.Fatal(err)
+					}
+					published++
+				}
+			}
+		}
+		// The start-up reconcile finds nothing (its watermark is past the writes): the
+		// messages do the work.
+		if err := db.DB.Save(&store.RecallCursor{Name: "workspace", UpdateTime: now.Add(time.Hour)}).Error; err != nil {
+			t.Fatal(err)
+		}
+		seen := make(chan observed, 2*published)
+		w := recall.NewWorker(js, nc, db.DB, r.ix, slogDiscard(), time.Hour, recall.WorkerWithObserver(func(c recall.Change, res recall.SyncResult, err error) {
+			seen <- observed{c, res, err}
+		}))
+		if err := w.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		indexed := map[string]int{}
+		for i := 0; i < published; i++ {
+			select {
+			case o := <-seen:
+				if o.err != nil {
+					t.Fatalf("%+v: %v", o.c, o.err)
+				}
+				if o.res.Outcome == recall.Indexed {
+					indexed[fmt.Sprint(o.c.AgentID, o.c.Filename)]++
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%d of %d messages processed", i, published)
+			}
+		}
+		var files int64
+		db.DB.Model(&store.RecallFile{}).Count(&files)
+		if files != int64(agents*len(names)) {
+			t.Fatalf("%d files indexed, want %d", files, agents*len(names))
+		}
+		if len(indexed) == 0 {
+			t.Fatal("no message reported its file indexed")
+		}
+		// Nothing indexed twice: each file's chunks are there once (the observer reports a
+		// batch's result for each of its messages, so two messages of one file may both say
+		// indexed).
+		var dup int64
+		db.DB.Raw("SELECT COUNT(*) FROM (SELECT agent_id, filename, ordinal FROM mate_recall_chunk GROUP BY agent_id, filename, ordinal HAVING COUNT(*) > 1) d").Scan(&dup)
+		var chunks, want int64
+		db.DB.Model(&store.RecallChunk{}).Count(&chunks)
+		db.DB.Model(&store.RecallFile{}).Select("COALESCE(SUM(chunks), 0)").Scan(&want)
+		if dup != 0 || chunks != want || chunks == 0 {
+			t.Fatalf("%d chunks for %d in the file states, %d duplicated", chunks, want, dup)
+		}
+		var gens []store.RecallAgent
+		db.DB.Find(&gens)
+		total := int64(0)
+		for _, g := range gens {
+			total += g.Generation
+		}
+		if len(gens) != agents || total >= int64(agents*len(names)) {
+			t.Fatalf("generations %+v: want fewer bumps than files (the agent's messages batched)", gens)
+		}
+		cons, err := js.Consumer(ctx, recall.Stream, recall.Consumer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "every message acknowledged", func() bool {
+			ci, err := cons.Info(ctx)
+			return err == nil && ci.NumPending == 0 && ci.NumAckPending == 0
+		})
 	})
 }

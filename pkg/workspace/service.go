@@ -173,15 +173,17 @@ func (s *Service) seedAgent(ctx context.Context, agentID int64) (store.Agent, er
 		if err := tx.Create(&a).Error; err != nil {
 			return err
 		}
+		files := make([]store.WorkspaceFile, len(CoreFiles))
 		for i, name := range CoreFiles {
 			content := DefaultContent(a.Language, name)
-			f := store.WorkspaceFile{
+			files[i] = store.WorkspaceFile{
 				AgentID: agentID, Filename: name, Content: content, FileSize: int64(len(content)),
 				Enabled: true, SortOrder: i, Version: 1, CreateTime: now, UpdateTime: now,
 			}
-			if err := tx.Create(&f).Error; err != nil {
-				return fmt.Errorf("seed %s: %w", name, err)
-			}
+		}
+		// One INSERT for the core files.
+		if err := tx.Create(&files).Error; err != nil {
+			return fmt.Errorf("seed %s: %w", strings.Join(CoreFiles, ", "), err)
 		}
 		for _, h := range s.hooks {
 			if err := h(tx, a); err != nil {
