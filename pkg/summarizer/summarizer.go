@@ -717,7 +717,7 @@ type dailyEntry struct {
 // job's outcome (final, or covering its conversation), writes the job's ledger row. A holder
 // that lost its lease, or a batch overlapping one applied meanwhile, fails as a whole. It
 // reports whether the extraction committed.
-func (s *Service) commitRun(ctx context.Context, l *lease.Lease, job Job, a *attempt, b batch, last int64, final bool,
+func (s *Service) commitRun(_ context.Context, l *lease.Lease, job Job, a *attempt, b batch, last int64, final bool,
 	cooldown time.Time, res Result, entry dailyEntry) (Result, bool) {
 	agentID := job.AgentID
 	res.Covered = b.covers(job.ConversationID, last)
@@ -738,8 +738,9 @@ func (s *Service) commitRun(ctx context.Context, l *lease.Lease, job Job, a *att
 	if record && job.Force {
 		res.Reason = "force: " + res.Reason
 	}
-	// What the model answered is committed even when the worker is stopping, so that a
-	// graceful stop never throws away an LLM call's work. Only a lost lease stops it.
+	// What the model answered is committed even when the worker is stopping (the caller's
+	// context is not used), so that a graceful stop never throws away an LLM call's work.
+	// Only a lost lease stops it.
 	ctx, cancel := context.WithTimeout(l.Context(), s.set.DBTimeout)
 	defer cancel()
 	// The outcome, and so the ledger row, is settled before the transaction that records it.
