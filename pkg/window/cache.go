@@ -314,6 +314,13 @@ func (c *kvCache) singleFlight(ctx context.Context, ck, h string,
 			lerr = jetstream.ErrKeyExists
 		}
 		if lerr == nil {
+			// Our look at the keys may be older than the marker we just created: another
+			// replica can have computed, shared and cleared its marker in between (Create
+			// succeeds over a delete marker). Its summary is then used, not computed again.
+			if done, ok, gerr := c.get(ctx, ck, h); gerr == nil && ok {
+				_ = c.kv.Delete(ctx, lockKey(ck, h), jetstream.LastRevision(rev))
+				return done, false, nil
+			}
 			if waiting && c.waiting != nil {
 				c.waiting.Dec()
 			}
