@@ -709,7 +709,12 @@ func checkProcessed(t testing.TB, c *client.Client, pub *published, timeout time
 			}
 			for _, e := range byAgent[a] {
 				if !completed[e.EventID] {
-					return false, e.EventID + " has no completed run"
+					// What the ledger holds for the agent, to tell a late run from a lost one.
+					var b strings.Builder
+					for _, r := range runs {
+						fmt.Fprintf(&b, "\n  %s %s %s attempt %d %s: %.160s", r.CreateTime.Format("15:04:05.000"), r.EventID, r.Status, r.Attempt, r.Conversations, r.Reason)
+					}
+					return false, e.EventID + " has no completed run; the agent's runs:" + b.String()
 				}
 			}
 			return true, ""
