@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/matememory/matememory/pkg/app/apptest"
+	"github.com/matememory/matememory/pkg/npmtest"
 )
 
 // fetchDocument reads the served OpenAPI document of a started app.
@@ -117,34 +118,7 @@ func TestOpenAPIDocument(t *testing.T) {
 // openapi-typescript type-checks (tsc --noEmit) a program calling a handful of routes with
 // openapi-fetch. Without npm it is skipped, except under CI=true, where it fails.
 func TestOpenAPIToolchain(t *testing.T) {
-	if testing.Short() {
-		t.Skip("installs npm packages")
-	}
-	npm, err := exec.LookPath("npm")
-	if err == nil {
-		_, err = exec.LookPath("node")
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("node and npm are required under CI: %v", err)
-		}
-		t.Skipf("node or npm not installed: %v", err)
-	}
-	dir := t.TempDir()
-	for _, f := range []string{"package.json", "package-lock.json", "client.ts", "tsconfig.json", "redocly.yaml"} {
-		b, err := os.ReadFile(filepath.Join("testdata", "openapi", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	install := exec.Command(npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts")
-	install.Dir = dir
-	if out, err := install.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci: %v\n%s", err, out)
-	}
+	dir := npmtest.Install(t, filepath.Join("testdata", "openapi"), "package.json", "package-lock.json", "client.ts", "tsconfig.json", "redocly.yaml")
 
 	a := apptest.Start(t, "k1=1")
 	if err := os.WriteFile(filepath.Join(dir, "openapi.json"), fetchDocument(t, "http://"+a.Addr, "/api/v1/openapi.json"), 0o644); err != nil {

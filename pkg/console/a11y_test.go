@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/matememory/matememory/pkg/ledger"
+	"github.com/matememory/matememory/pkg/npmtest"
 	"github.com/matememory/matememory/pkg/workspace"
 )
 
@@ -19,28 +19,7 @@ import (
 // temporary directory and returns its script. Without npm it skips, except under CI=true.
 func axeSource(t *testing.T) string {
 	t.Helper()
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("npm is required under CI: %v", err)
-		}
-		t.Skipf("npm not installed: %v", err)
-	}
-	dir := t.TempDir()
-	for _, f := range []string{"package.json", "package-lock.json"} {
-		b, err := os.ReadFile(filepath.Join("testdata", "axe", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	install := exec.Command(npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts")
-	install.Dir = dir
-	if out, err := install.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci: %v\n%s", err, out)
-	}
+	dir := npmtest.Install(t, filepath.Join("testdata", "axe"), "package.json", "package-lock.json")
 	src, err := os.ReadFile(filepath.Join(dir, "node_modules", "axe-core", "axe.min.js"))
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/matememory/matememory/pkg/app"
+	"github.com/matememory/matememory/pkg/app/apptest"
 	"github.com/matememory/matememory/pkg/bus"
 	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/cronjob"
@@ -63,29 +63,10 @@ func startApp(t *testing.T) *app.App {
 			"daily_entry": "- likes noodles with vegetables", "memory_update": "", "profile_update": ""})
 		return llmtest.Reply{Content: string(b), TokensIn: 120, TokensOut: 30}
 	})
-	cfg := config.Default()
-	cfg.Mate.DataDir = t.TempDir()
-	cfg.Mate.HTTP.Addr = "127.0.0.1:0"
-	cfg.Mate.NATS.URL = ""
-	cfg.Mate.NATS.SyncAlways = false
-	cfg.Mate.Timezone = "UTC"
-	cfg.Mate.Language = "en"
-	cfg.Mate.LLM.BaseURL, cfg.Mate.LLM.APIKey, cfg.Mate.LLM.Model = fake.URL+"/v1/", "test-key", "fake-model"
-	keys, err := config.ParseKeys(adminKey + "=admin,*;" + agent1Key + "=1;" + agent2Key + "=2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Mate.Auth.Keys = keys
-	ctx := context.Background()
-	a, err := app.New(ctx, app.Options{Config: cfg, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.Close)
-	if err := a.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return a
+	return apptest.Start(t, adminKey+"=admin,*;"+agent1Key+"=1;"+agent2Key+"=2", func(cfg *config.Config) {
+		cfg.Mate.Language = "en"
+		cfg.Mate.LLM.BaseURL, cfg.Mate.LLM.APIKey, cfg.Mate.LLM.Model = fake.URL+"/v1/", "test-key", "fake-model"
+	})
 }
 
 func browser(t *testing.T, width, height int) context.Context {

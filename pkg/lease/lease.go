@@ -202,15 +202,8 @@ func (m *Manager) AcquireFrom(ctx context.Context, agentID int64, purpose string
 	rec := st.Record
 	rec.V, rec.Owner, rec.Purpose = recordVersion, m.owner, purpose
 	rec.Acquired, rec.Expires = now.UTC(), now.Add(m.ttl).UTC()
-	val, _ := json.Marshal(rec)
 	key := strconv.FormatInt(agentID, 10)
-	var rev uint64
-	var err error
-	if st.Revision == 0 {
-		rev, err = m.kv.Create(ctx, key, val)
-	} else {
-		rev, err = m.kv.Update(ctx, key, val, st.Revision)
-	}
+	rev, err := m.swap(ctx, key, rec, st.Revision)
 	if err != nil {
 		if contended(err) {
 			return nil, fmt.Errorf("%w: agent %d (taken by another worker just now)", ErrHeld, agentID)
@@ -237,15 +230,7 @@ func (m *Manager) Update(ctx context.Context, agentID int64, st State, edit func
 	// holder to the older version's leftovers.
 	rec := st.Record
 	edit(&rec)
-	val, _ := json.Marshal(rec)
-	key := strconv.FormatInt(agentID, 10)
-	var rev uint64
-	var err error
-	if st.Revision == 0 {
-		rev, err = m.kv.Create(ctx, key, val)
-	} else {
-		rev, err = m.kv.Update(ctx, key, val, st.Revision)
-	}
+	rev, err := m.swap(ctx, strconv.FormatInt(agentID, 10), rec, st.Revision)
 	if err != nil {
 		if contended(err) {
 			return st, fmt.Errorf("%w (agent %d)", ErrChanged, agentID)
@@ -253,6 +238,15 @@ func (m *Manager) Update(ctx context.Context, agentID int64, st State, edit func
 		return st, fmt.Errorf("update record of agent %d: %w", agentID, err)
 	}
 	return State{Record: rec, Revision: rev, Legacy: st.Legacy}, nil
+}
+
+// swap writes rec by compare-and-swap on revision (0: the record must not exist yet).
+func (m *Manager) swap(ctx context.Context, key string, rec Record, revision uint64) (uint64, error) {
+	val, _ := json.Marshal(rec)
+	if revision == 0 {
+		return m.kv.Create(ctx, key, val)
+	}
+	return m.kv.Update(ctx, key, val, revision)
 }
 
 // contended reports whether a revision-checked write lost to another writer: ErrKeyExists,

@@ -2,7 +2,6 @@ package mcpserver_test
 
 import (
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -10,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/matememory/matememory/pkg/app/apptest"
+	"github.com/matememory/matememory/pkg/npmtest"
 	"github.com/matememory/matememory/pkg/tool"
 )
 
@@ -18,34 +18,7 @@ import (
 // against the app: it lists and calls every tool, reads a resource and receives a change
 // notification. Without npm it is skipped, except under CI=true, where it fails.
 func TestTypeScriptSDK(t *testing.T) {
-	if testing.Short() {
-		t.Skip("installs npm packages")
-	}
-	npm, err := exec.LookPath("npm")
-	if err == nil {
-		_, err = exec.LookPath("node")
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("node and npm are required under CI: %v", err)
-		}
-		t.Skipf("node or npm not installed: %v", err)
-	}
-	dir := t.TempDir()
-	for _, f := range []string{"package.json", "package-lock.json", "client.mjs"} {
-		b, err := os.ReadFile(filepath.Join("testdata", "tsclient", f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	install := exec.Command(npm, "ci", "--no-audit", "--no-fund", "--ignore-scripts")
-	install.Dir = dir
-	if out, err := install.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci: %v\n%s", err, out)
-	}
+	dir := npmtest.Install(t, filepath.Join("testdata", "tsclient"), "package.json", "package-lock.json", "client.mjs")
 
 	a := apptest.Start(t, "k1=1")
 	run := exec.Command("node", "client.mjs", "http://"+a.Addr+"/api/v1/agents/1/mcp?language=en", "k1")

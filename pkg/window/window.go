@@ -620,19 +620,23 @@ func (s *Service) compact(ctx context.Context, a *assembly, base, trigger int) (
 	}
 	if errors.Is(err, errPreviewUncached) {
 		a.warn("preview: no summary of the first %d messages is cached; a real request would ask the model for one, the preview shows an extractive summary in its place", a.offset+boundary)
-		a.res.SummaryKind = "extractive"
-		text := extract(a.lang, a.tk, s.cfg.SummaryMaxTokens, prev.Text, a.hist[prevN:boundary])
-		return boundary, &summaryEntry{Text: text, Covers: a.offset + boundary, Language: a.lang,
-			Goal: a.goalOf(prev, prevN, a.hist[prevN:boundary])}
+		e := s.extractive(a, prev, prevN, boundary)
+		return boundary, &e
 	}
 	// Degrade visibly: an extractive summary stands for the messages instead.
 	s.warnLog.Warn("context summary failed; an extractive summary was used", "agent", a.req.AgentID,
 		"conversation", a.req.ConversationID, "cause", err.Error())
 	a.res.Degraded = true
 	a.res.DegradedReason = "LLM summary unavailable, used an extractive summary: " + err.Error()
+	e = s.extractive(a, prev, prevN, boundary)
+	return boundary, &e
+}
+
+// extractive stands an extractive summary in for hist[prevN:boundary] folded into prev.
+func (s *Service) extractive(a *assembly, prev summaryEntry, prevN, boundary int) summaryEntry {
 	a.res.SummaryKind = "extractive"
 	text := extract(a.lang, a.tk, s.cfg.SummaryMaxTokens, prev.Text, a.hist[prevN:boundary])
-	return boundary, &summaryEntry{Text: text, Covers: a.offset + boundary, Language: a.lang,
+	return summaryEntry{Text: text, Covers: a.offset + boundary, Language: a.lang,
 		Goal: a.goalOf(prev, prevN, a.hist[prevN:boundary])}
 }
 

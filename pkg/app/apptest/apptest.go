@@ -13,8 +13,8 @@ import (
 )
 
 // Start runs the all-in-one app and stops it at cleanup. keys is MATE_AUTH_KEYS syntax
-// ("" = no keys).
-func Start(t testing.TB, keys string) *app.App {
+// ("" = no keys); each of configure then changes the configuration before the start.
+func Start(t testing.TB, keys string, configure ...func(*config.Config)) *app.App {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Mate.DataDir = t.TempDir()
@@ -28,6 +28,9 @@ func Start(t testing.TB, keys string) *app.App {
 			t.Fatal(err)
 		}
 		cfg.Mate.Auth.Keys = k
+	}
+	for _, c := range configure {
+		c(&cfg)
 	}
 	ctx := context.Background()
 	a, err := app.New(ctx, app.Options{Config: cfg, Log: slog.New(slog.DiscardHandler)})
