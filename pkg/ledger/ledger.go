@@ -59,6 +59,10 @@ func (l *Ledger) Record(ctx context.Context, r Run) (Run, error) {
 	return l.RecordTx(l.db.WithContext(ctx), r)
 }
 
+// insertRun writes a store.MemoryRun row.
+const insertRun = "INSERT INTO mate_memory_run (run_id, kind, agent_id, event_id, conversations, status, reason, model, " +
+	"provider, tokens_in, tokens_out, latency_ms, files_changed, attempt, create_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
 // RecordTx is Record inside tx, the transaction of the effects the run reports (so the row
 // and the effects commit together, or neither does).
 func (l *Ledger) RecordTx(tx *gorm.DB, r Run) (Run, error) {
@@ -77,11 +81,10 @@ func (l *Ledger) RecordTx(tx *gorm.DB, r Run) (Run, error) {
 	r.Reason = guard.Redact(r.Reason)
 	convs, _ := json.Marshal(r.Conversations)
 	files, _ := json.Marshal(r.FilesChanged)
-	row := store.MemoryRun{RunID: r.RunID, Kind: r.Kind, AgentID: r.AgentID, EventID: r.EventID,
-		Conversations: string(convs), Status: r.Status, Reason: r.Reason, Model: r.Model,
-		Provider: r.Provider, TokensIn: r.TokensIn, TokensOut: r.TokensOut, LatencyMs: r.LatencyMs,
-		FilesChanged: string(files), Attempt: r.Attempt, CreateTime: r.CreateTime}
-	if err := tx.Create(&row).Error; err != nil {
+	// A plain statement rather than gorm's Create: every extraction writes one row, and the
+	// row's id is never read back (issue 14).
+	if err := tx.Exec(insertRun, r.RunID, r.Kind, r.AgentID, r.EventID, string(convs), r.Status, r.Reason, r.Model,
+		r.Provider, r.TokensIn, r.TokensOut, r.LatencyMs, string(files), r.Attempt, r.CreateTime).Error; err != nil {
 		return r, fmt.Errorf("record %s run for agent %d: %w", r.Kind, r.AgentID, err)
 	}
 	return r, nil

@@ -14,7 +14,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/matememory/matememory/pkg/event"
 	"github.com/matememory/matememory/pkg/fence"
@@ -79,8 +78,8 @@ func (s *Service) convStats(ctx context.Context, agentID int64, conv string) (co
 		N    int64
 		Last *int64
 	}
-	err = s.d.DB.WithContext(ctx).Model(&store.Message{}).Select("COUNT(*) AS n, MAX(id) AS last").
-		Where("agent_id = ? AND conversation_id = ?", agentID, conv).Scan(&row).Error
+	err = s.d.DB.WithContext(ctx).Raw("SELECT COUNT(*) AS n, MAX(id) AS last FROM mate_message WHERE agent_id = ? AND conversation_id = ?",
+		agentID, conv).Scan(&row).Error
 	if row.Last != nil {
 		last = *row.Last
 	}
@@ -91,8 +90,15 @@ func (s *Service) convStats(ctx context.Context, agentID int64, conv string) (co
 // and returns its watermark: one statement for a new conversation, two for one registered
 // before.
 func (s *Service) register(ctx context.Context, agentID int64, conv string) (int64, error) {
-	row := store.ExtractionWatermark{AgentID: agentID, ConversationID: conv, LastMessageID: 0, UpdateTime: s.d.Now().UTC()}
-	res := s.d.DB.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row)
+	// Plain statements rather than gorm's builders: every event registers (issue 14). MySQL
+	// reports 0 rows for an update that changes nothing, SQLite for a conflict left alone.
+	insert := "INSERT INTO mate_extraction_watermark (agent_id, conversation_id, last_message_id, update_time) VALUES (?, ?, 0, ?) "
+	if s.d.DB.Dialector.Name() == "mysql" {
+		insert += "ON DUPLICATE KEY UPDATE agent_id = agent_id"
+	} else {
+		insert += "ON CONFLICT DO NOTHING"
+	}
+	res := s.d.DB.WithContext(ctx).Exec(insert, agentID, conv, s.d.Now().UTC())
 	if res.Error != nil {
 		return 0, res.Error
 	}
@@ -239,9 +245,8 @@ func (s *Service) commitTx(tx *gorm.DB, l *lease.Lease, agentID int64, spans []s
 			}
 			continue
 		}
-		res := tx.Model(&store.ExtractionWatermark{}).
-			Where("agent_id = ? AND conversation_id = ? AND last_message_id = ?", agentID, sp.Conv, sp.From).
-			Updates(map[string]any{"last_message_id": sp.To, "update_time": now})
+		res := tx.Exec("UPDATE mate_extraction_watermark SET last_message_id = ?, update_time = ? "+
+			"WHERE agent_id = ? AND conversation_id = ? AND last_message_id = ?", sp.To, now, agentID, sp.Conv, sp.From)
 		if res.Error != nil {
 			return fmt.Errorf("advance watermark of %s: %w", sp.Conv, res.Error)
 		}

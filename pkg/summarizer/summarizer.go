@@ -588,11 +588,13 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, a *attem
 	prov := s.provider()
 	var files, refusals []string
 	var out extractOutput
+	var dailyBase workspace.File
 	for round := 0; ; round++ {
 		cur, err := s.d.Workspace.GetMany(ctx, agentID, []string{ProfileFile, MemoryFile, daily})
 		if err != nil {
 			return s.workErr(ctx, l, job, "read memory files", err)
 		}
+		dailyBase = cur[daily]
 		out, err = prov.extract(ctx, extractInput{
 			Language: agent.Language, Date: date, Profile: cur[ProfileFile].Content, Memory: cur[MemoryFile].Content,
 			Daily: cur[daily].Content, Messages: b.msgs, Conversations: len(b.spans),
@@ -697,7 +699,7 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, a *attem
 			res.Reason += ": " + out.Reason
 		}
 	}
-	res, committed := s.commitRun(ctx, l, job, a, b, last, final, cooldown, res, dailyEntry{text: entry, file: daily, date: date})
+	res, committed := s.commitRun(ctx, l, job, a, b, last, final, cooldown, res, dailyEntry{text: entry, file: daily, date: date, base: dailyBase})
 	if committed && !next.IsZero() {
 		// Committed: the agent's next LLM extraction waits for the cooldown, written into its
 		// record as the lease is released.
@@ -709,6 +711,9 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, a *attem
 // dailyEntry is what an extraction appends to the day's note (nothing when text is empty).
 type dailyEntry struct {
 	text, file, date string
+	// base is the note as the extraction read it (version 0: none yet); the append starts
+	// from it rather than reading the note again in the commit.
+	base workspace.File
 }
 
 // commitRun commits an extraction in one transaction: it appends the daily entry (once per
@@ -774,7 +779,7 @@ func (s *Service) commitRun(_ context.Context, l *lease.Lease, job Job, a *attem
 		appended := res
 		appended.FilesChanged = append(append([]string(nil), res.FilesChanged...), entry.file)
 		_, err := s.d.Workspace.Append(ctx, agentID, entry.file, entry.text+"\n", "# "+entry.date+"\n\n",
-			workspace.Change{Actor: store.ActorSummarizer, Ref: a.run.RunID, EffectKey: key, InTx: inTx(&appended)})
+			workspace.Change{Actor: store.ActorSummarizer, Ref: a.run.RunID, EffectKey: key, InTx: inTx(&appended), Base: &entry.base})
 		switch {
 		case errors.Is(err, workspace.ErrAlreadyApplied):
 			s.d.Log.Info("daily entry already appended for these messages", "agent", agentID, "key", key)

@@ -57,6 +57,8 @@ func (s *Service) mutate(ctx context.Context, agentID int64, name string, expect
 		if !errors.Is(err, errRetry) {
 			return f, created, err
 		}
+		// The caller's read lost the race: from now on the transaction reads the file.
+		ch.Base = nil
 		if expect == AnyVersion && attempt <= maxCASRetries {
 			if wait == nil {
 				wait = backoff.NewExponentialBackOff()
@@ -77,6 +79,25 @@ func (s *Service) mutate(ctx context.Context, agentID int64, name string, expect
 	}
 }
 
+// current is the file a change starts from: base, the caller's own read, when it has one
+// (the compare-and-swap of the change catches a change since: the retry reads it again),
+// else the file as the transaction reads it. exists is false when there is no such file.
+func (s *Service) current(tx *gorm.DB, agentID int64, name string, base *File) (store.WorkspaceFile, bool, error) {
+	if base != nil && base.Version == 0 {
+		return store.WorkspaceFile{}, false, nil
+	}
+	if base != nil && base.id > 0 && base.AgentID == agentID && base.Filename == name {
+		return store.WorkspaceFile{ID: base.id, AgentID: agentID, Filename: name, Content: base.Content,
+			FileSize: base.FileSize, Enabled: base.Enabled, SortOrder: base.SortOrder, Version: base.Version,
+			CreateTime: base.CreateTime, UpdateTime: base.UpdateTime}, true, nil
+	}
+	cur, err := s.load(tx, agentID, name)
+	if errors.Is(err, ErrNotFound) {
+		return cur, false, nil
+	}
+	return cur, err == nil, err
+}
+
 func (s *Service) mutateOnce(ctx context.Context, agentID int64, name string, expect int64, ch Change, fn mutation) (File, bool, error) {
 	var out File
 	var created bool
@@ -86,9 +107,8 @@ func (s *Service) mutateOnce(ctx context.Context, agentID int64, name string, ex
 				return err
 			}
 		}
-		cur, err := s.load(tx, agentID, name)
-		exists := err == nil
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		cur, exists, err := s.current(tx, agentID, name, ch.Base)
+		if err != nil {
 			return err
 		}
 		switch {
@@ -115,8 +135,7 @@ func (s *Service) mutateOnce(ctx context.Context, agentID int64, name string, ex
 			return invalidf("content of %s is not valid UTF-8", name)
 		}
 		if ch.EffectKey != "" {
-			eff := store.AppliedEffect{Key: ch.EffectKey, CreateTime: s.now().UTC()}
-			if err := tx.Create(&eff).Error; err != nil {
+			if err := tx.Exec("INSERT INTO mate_applied_effect (`key`, create_time) VALUES (?, ?)", ch.EffectKey, s.now().UTC()).Error; err != nil {
 				if store.IsDuplicate(err) {
 					return ErrAlreadyApplied
 				}
@@ -131,7 +150,9 @@ func (s *Service) mutateOnce(ctx context.Context, agentID int64, name string, ex
 			row := store.WorkspaceFile{AgentID: agentID, Filename: name, Content: next.content,
 				FileSize: int64(len(next.content)), Enabled: next.enabled, SortOrder: next.sortOrder,
 				Version: 1, CreateTime: now, UpdateTime: now}
-			if err := tx.Create(&row).Error; err != nil {
+			if err := tx.Exec("INSERT INTO mate_workspace_file (agent_id, filename, content, file_size, enabled, sort_order, version, "+
+				"create_time, update_time, deleted) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, 0)",
+				agentID, name, row.Content, row.FileSize, row.Enabled, row.SortOrder, now, now).Error; err != nil {
 				if store.IsDuplicate(err) {
 					return errRetry
 				}
@@ -140,20 +161,20 @@ func (s *Service) mutateOnce(ctx context.Context, agentID int64, name string, ex
 			out, created = toFile(row), true
 			return nil
 		}
-		hist := store.WorkspaceFileHistory{FileID: cur.ID, AgentID: agentID, Filename: name,
-			Version: cur.Version, Content: cur.Content, Enabled: cur.Enabled, Action: next.action,
-			Actor: ch.Actor, Ref: ch.Ref, CreateTime: now}
-		if err := tx.Create(&hist).Error; err != nil {
+		// Plain statements rather than gorm's builders: an extraction appends to the daily note
+		// on every event (issue 14).
+		if err := tx.Exec("INSERT INTO mate_workspace_file_history (file_id, agent_id, filename, version, content, enabled, "+
+			"action, actor, ref, create_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			cur.ID, agentID, name, cur.Version, cur.Content, cur.Enabled, next.action, ch.Actor, ch.Ref, now).Error; err != nil {
 			return fmt.Errorf("keep history of %s: %w", name, err)
 		}
-		upd := map[string]any{
-			"content": next.content, "file_size": int64(len(next.content)), "enabled": next.enabled,
-			"sort_order": next.sortOrder, "version": cur.Version + 1, "update_time": now,
-		}
+		deleted := int64(0)
 		if next.deleted {
-			upd["deleted"] = cur.ID
+			deleted = cur.ID
 		}
-		res := tx.Model(&store.WorkspaceFile{}).Where("id = ? AND version = ? AND deleted = 0", cur.ID, cur.Version).Updates(upd)
+		res := tx.Exec("UPDATE mate_workspace_file SET content = ?, file_size = ?, enabled = ?, sort_order = ?, version = ?, "+
+			"update_time = ?, deleted = ? WHERE id = ? AND version = ? AND deleted = 0",
+			next.content, int64(len(next.content)), next.enabled, next.sortOrder, cur.Version+1, now, deleted, cur.ID, cur.Version)
 		if res.Error != nil {
 			return fmt.Errorf("update %s of agent %d: %w", name, agentID, res.Error)
 		}

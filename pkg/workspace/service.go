@@ -41,6 +41,11 @@ type Change struct {
 	// change and is returned. Workers use it to fence the write against a lost lease and to
 	// commit their bookkeeping (watermarks) atomically with it.
 	InTx func(tx *gorm.DB) error
+	// Base, when set, is the file as the caller read it (a File of version 0: there was none):
+	// the change starts from it instead of reading the file again in its transaction. The
+	// compare-and-swap still holds: had the file changed since, the change is retried from
+	// a fresh read (AnyVersion) or fails with a conflict.
+	Base *File
 }
 
 // File is a workspace file.
@@ -54,6 +59,9 @@ type File struct {
 	Version    int64     `json:"version"`
 	CreateTime time.Time `json:"createTime"`
 	UpdateTime time.Time `json:"updateTime"`
+
+	// id is the row's id (0 when not read from the database).
+	id int64
 }
 
 // Info is a file without its content (for listings).
@@ -365,7 +373,7 @@ func (s *Service) load(db *gorm.DB, agentID int64, name string) (store.Workspace
 func toFile(r store.WorkspaceFile) File {
 	return File{AgentID: r.AgentID, Filename: r.Filename, Content: r.Content, FileSize: r.FileSize,
 		Enabled: r.Enabled, SortOrder: r.SortOrder, Version: r.Version,
-		CreateTime: r.CreateTime, UpdateTime: r.UpdateTime}
+		CreateTime: r.CreateTime, UpdateTime: r.UpdateTime, id: r.ID}
 }
 
 // SystemPrompt builds the workspace injection exactly as the spec formats it: enabled files

@@ -606,3 +606,60 @@ func TestSettingsSeenAcrossReplicas(t *testing.T) {
 		}
 	})
 }
+
+// TestAppendFromBase: a change that starts from the caller's own read (Change.Base) writes
+// the same as one that reads the file in its transaction, and a stale read loses nothing:
+// the compare-and-swap sends it back to a fresh read.
+func TestAppendFromBase(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		ctx := context.Background()
+		ws := workspace.New(db.DB)
+		const a, name = 7, "memory/2026-04-04.md"
+		read := func() workspace.File {
+			t.Helper()
+			m, err := ws.GetMany(ctx, a, []string{name})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return m[name] // version 0 when there is none
+		}
+		withBase := func(f workspace.File) workspace.Change {
+			ch := tool
+			ch.Base = &f
+			return ch
+		}
+		// No note yet, and the read says so.
+		absent := read()
+		if _, err := ws.Append(ctx, a, name, "- one", "# head\n\n", withBase(absent)); err != nil {
+			t.Fatal(err)
+		}
+		// A current read.
+		if _, err := ws.Append(ctx, a, name, "- two", "# head\n\n", withBase(read())); err != nil {
+			t.Fatal(err)
+		}
+		// A stale read: another writer appended since.
+		stale := read()
+		if _, err := ws.Append(ctx, a, name, "- three", "", tool); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ws.Append(ctx, a, name, "- four", "", withBase(stale)); err != nil {
+			t.Fatal(err)
+		}
+		// A stale "absent": the note was created since (by the appends above).
+		f, err := ws.Append(ctx, a, name, "- five", "# head\n\n", withBase(absent))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "# head\n\n- one\n\n- two\n\n- three\n\n- four\n\n- five"
+		if f.Content != want || f.Version != 5 {
+			t.Fatalf("note is version %d:\n%q\nwant version 5:\n%q", f.Version, f.Content, want)
+		}
+		hist, err := ws.History(ctx, a, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(hist) != 4 {
+			t.Fatalf("%d history rows, want 4 (one per append after the first)", len(hist))
+		}
+	})
+}
