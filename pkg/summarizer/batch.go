@@ -36,6 +36,9 @@ type span struct {
 	// Redo marks a forced re-extraction of a range already extracted: its watermark stays
 	// where it is (at or past To) instead of moving from From.
 	Redo bool `json:"r,omitempty"`
+	// New marks the job's conversation when it was not registered yet: the commit inserts
+	// its watermark (or moves it from 0, had it been registered meanwhile).
+	New bool `json:"n,omitempty"`
 }
 
 // batch is what one extraction covers.
@@ -72,40 +75,41 @@ func (b batch) conversations() []string {
 	return out
 }
 
-// convStats counts a conversation's stored messages and returns its last message id.
-func (s *Service) convStats(ctx context.Context, agentID int64, conv string) (count, last int64, err error) {
+// convStats counts a conversation's stored messages, returns its last message id, and its
+// watermark (registered is false when the conversation has none yet), in one statement.
+func (s *Service) convStats(ctx context.Context, agentID int64, conv string) (count, last, wm int64, registered bool, err error) {
 	var row struct {
 		N    int64
 		Last *int64
+		WM   *int64
 	}
-	err = s.d.DB.WithContext(ctx).Raw("SELECT COUNT(*) AS n, MAX(id) AS last FROM mate_message WHERE agent_id = ? AND conversation_id = ?",
-		agentID, conv).Scan(&row).Error
+	err = s.d.DB.WithContext(ctx).Raw("SELECT COUNT(*) AS n, MAX(id) AS last, "+
+		"(SELECT w.last_message_id FROM mate_extraction_watermark AS w WHERE w.agent_id = ? AND w.conversation_id = ?) AS wm "+
+		"FROM mate_message WHERE agent_id = ? AND conversation_id = ?", agentID, conv, agentID, conv).Scan(&row).Error
 	if row.Last != nil {
 		last = *row.Last
 	}
-	return row.N, last, err
+	if row.WM != nil {
+		wm, registered = *row.WM, true
+	}
+	return row.N, last, wm, registered, err
 }
 
-// register makes the conversation take part in extraction (a watermark row at message 0)
-// and returns its watermark: one statement for a new conversation, two for one registered
-// before.
-func (s *Service) register(ctx context.Context, agentID int64, conv string) (int64, error) {
-	// Plain statements rather than gorm's builders: every event registers (issue 14). MySQL
-	// reports 0 rows for an update that changes nothing, SQLite for a conflict left alone.
+// register makes the conversation take part in extraction (a watermark row at message 0),
+// when it does not yet: one statement. An extraction registers the conversation it extracts
+// in its own commit instead (commitTx), so this is for a job that ends without extracting
+// (it waits for the cooldown, is coalesced, finds the lease held, or is dead-lettered): the
+// agent's next extraction covers its conversation.
+func (s *Service) register(ctx context.Context, agentID int64, conv string) error {
+	// Plain statements rather than gorm's builders (issue 14). MySQL reports 0 rows for an
+	// update that changes nothing, SQLite for a conflict left alone.
 	insert := "INSERT INTO mate_extraction_watermark (agent_id, conversation_id, last_message_id, update_time) VALUES (?, ?, 0, ?) "
 	if s.d.DB.Dialector.Name() == "mysql" {
 		insert += "ON DUPLICATE KEY UPDATE agent_id = agent_id"
 	} else {
 		insert += "ON CONFLICT DO NOTHING"
 	}
-	res := s.d.DB.WithContext(ctx).Exec(insert, agentID, conv, s.d.Now().UTC())
-	if res.Error != nil {
-		return 0, res.Error
-	}
-	if res.RowsAffected == 1 {
-		return 0, nil
-	}
-	return s.watermark(ctx, agentID, conv)
+	return s.d.DB.WithContext(ctx).Exec(insert, agentID, conv, s.d.Now().UTC()).Error
 }
 
 func (s *Service) watermark(ctx context.Context, agentID int64, conv string) (int64, error) {
@@ -131,6 +135,7 @@ func (s *Service) buildBatch(ctx context.Context, agentID int64, first string, b
 	taken := 0
 	full := false
 	var grouped = map[string][]store.Message{}
+	registered := true // whether the job's conversation has a watermark (set below)
 	walk := func(rows []store.Message, from map[string]int64) {
 		for _, m := range rows {
 			if inTranscript(m) {
@@ -145,7 +150,8 @@ func (s *Service) buildBatch(ctx context.Context, agentID int64, first string, b
 			if !ok {
 				i = len(b.spans)
 				idx[m.ConversationID] = i
-				b.spans = append(b.spans, span{Conv: m.ConversationID, From: from[m.ConversationID], To: m.ID})
+				b.spans = append(b.spans, span{Conv: m.ConversationID, From: from[m.ConversationID], To: m.ID,
+					New: m.ConversationID == first && !registered})
 			}
 			b.spans[i].To = m.ID
 			b.scanned++
@@ -159,10 +165,12 @@ func (s *Service) buildBatch(ctx context.Context, agentID int64, first string, b
 	for _, w := range wms {
 		from[w.ConversationID] = w.LastMessageID
 	}
-	// The job's own conversation first.
+	// The job's own conversation first; not registered yet, it starts at 0 and the commit
+	// registers it.
 	b.firstFrom = from[first]
-	if wm, ok := from[first]; ok {
-		after := wm
+	_, registered = from[first]
+	{
+		after := b.firstFrom
 		for !full {
 			var rows []store.Message
 			if err := s.d.DB.WithContext(ctx).Where("agent_id = ? AND conversation_id = ? AND id > ?", agentID, first, after).
@@ -245,12 +253,25 @@ func (s *Service) commitTx(tx *gorm.DB, l *lease.Lease, agentID int64, spans []s
 			}
 			continue
 		}
-		res := tx.Exec("UPDATE mate_extraction_watermark SET last_message_id = ?, update_time = ? "+
-			"WHERE agent_id = ? AND conversation_id = ? AND last_message_id = ?", sp.To, now, agentID, sp.Conv, sp.From)
+		var res *gorm.DB
+		switch {
+		case sp.New && tx.Dialector.Name() == "mysql":
+			// 1 row inserted, 2 moved from 0, 0 left alone (it moved meanwhile).
+			res = tx.Exec("INSERT INTO mate_extraction_watermark (agent_id, conversation_id, last_message_id, update_time) VALUES (?, ?, ?, ?) "+
+				"ON DUPLICATE KEY UPDATE update_time = IF(last_message_id = 0, VALUES(update_time), update_time), "+
+				"last_message_id = IF(last_message_id = 0, VALUES(last_message_id), last_message_id)", agentID, sp.Conv, sp.To, now)
+		case sp.New:
+			res = tx.Exec("INSERT INTO mate_extraction_watermark (agent_id, conversation_id, last_message_id, update_time) VALUES (?, ?, ?, ?) "+
+				"ON CONFLICT (agent_id, conversation_id) DO UPDATE SET last_message_id = excluded.last_message_id, update_time = excluded.update_time "+
+				"WHERE mate_extraction_watermark.last_message_id = 0", agentID, sp.Conv, sp.To, now)
+		default:
+			res = tx.Exec("UPDATE mate_extraction_watermark SET last_message_id = ?, update_time = ? "+
+				"WHERE agent_id = ? AND conversation_id = ? AND last_message_id = ?", sp.To, now, agentID, sp.Conv, sp.From)
+		}
 		if res.Error != nil {
 			return fmt.Errorf("advance watermark of %s: %w", sp.Conv, res.Error)
 		}
-		if res.RowsAffected != 1 {
+		if res.RowsAffected == 0 {
 			return fmt.Errorf("%w: conversation %s is no longer at message #%d", errStale, sp.Conv, sp.From)
 		}
 	}

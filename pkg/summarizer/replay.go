@@ -200,7 +200,7 @@ func (s *Service) Plan(ctx context.Context, job Job) (status, reason string) {
 			return store.RunSkipped, r
 		}
 	}
-	count, last, err := s.convStats(ctx, job.AgentID, job.ConversationID)
+	count, last, wm, _, err := s.convStats(ctx, job.AgentID, job.ConversationID)
 	if err != nil {
 		return store.RunFailed, err.Error()
 	}
@@ -210,10 +210,6 @@ func (s *Service) Plan(ctx context.Context, job Job) (status, reason string) {
 	}
 	if min := int64(s.set.Memory.MinMessagesForSummarize); stored < min || stored == 0 {
 		return store.RunSkipped, fmt.Sprintf("conversation %s has %d stored messages; min-messages-for-summarize is %d", job.ConversationID, count, min)
-	}
-	wm, err := s.watermark(ctx, job.AgentID, job.ConversationID)
-	if err != nil {
-		return store.RunFailed, err.Error()
 	}
 	if wm >= last && last > 0 {
 		status := store.RunCompleted

@@ -285,6 +285,10 @@ type attempt struct {
 	waiter        bool
 	coalesced     []lease.Coalesced
 	coalescedDone bool
+	// conv is set once the job's conversation passed the checks that let it take part in
+	// extraction; registered says whether it has a watermark (the extraction's commit
+	// gives it one).
+	conv, registered bool
 }
 
 // Handle processes one job and records one ledger row for it, except for a deferral
@@ -306,6 +310,15 @@ func (s *Service) Handle(parent context.Context, job Job) Result {
 	}
 	if !a.recorded {
 		res = s.settle(job, a, res)
+		if res.DeadLetter && a.conv && !a.registered {
+			// Dead-lettered before its conversation was registered: registered now, the
+			// agent's next extraction covers it even if nobody retries the dead letter.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.set.DBTimeout)
+			if err := s.register(rctx, job.AgentID, job.ConversationID); err != nil {
+				s.d.Log.Error("register the conversation of a dead-lettered job", "agent", job.AgentID, "event", job.EventID, "err", err)
+			}
+			cancel()
+		}
 		if !cheapDeferral(res) {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.set.DBTimeout)
 			defer cancel()
@@ -388,7 +401,7 @@ func (s *Service) handle(ctx context.Context, job Job, a *attempt) (res Result) 
 			return Result{Status: store.RunSkipped, Reason: reason, Covered: true}
 		}
 	}
-	count, last, err := s.convStats(ctx, job.AgentID, job.ConversationID)
+	count, last, wm, registered, err := s.convStats(ctx, job.AgentID, job.ConversationID)
 	if err != nil {
 		return transient(fmt.Sprintf("count messages of conversation %s: %v", job.ConversationID, err), job.Attempt, s)
 	}
@@ -401,12 +414,21 @@ func (s *Service) handle(ctx context.Context, job Job, a *attempt) (res Result) 
 		return Result{Status: store.RunSkipped, Covered: true,
 			Reason: fmt.Sprintf("conversation %s has %d stored messages; min-messages-for-summarize is %d", job.ConversationID, count, min)}
 	}
-	// Registering the conversation (a watermark row at message 0) is what lets any later
-	// extraction of the agent cover it: a deferred event's messages are swept up by the next
-	// extraction, whichever event runs it.
-	wm, err := s.register(ctx, job.AgentID, job.ConversationID)
-	if err != nil {
-		return transient(fmt.Sprintf("register conversation %s: %v", job.ConversationID, err), job.Attempt, s)
+	// Registering the conversation (a watermark row) is what lets any later extraction of the
+	// agent cover it: a deferred event's messages are swept up by the next extraction,
+	// whichever event runs it. A job that extracts registers it in its commit; one that ends
+	// otherwise registers it before it goes (and a dead-lettered one in Handle).
+	a.conv = true
+	a.registered = registered
+	register := func() error {
+		if a.registered {
+			return nil
+		}
+		if err := s.register(ctx, job.AgentID, job.ConversationID); err != nil {
+			return fmt.Errorf("register conversation %s: %w", job.ConversationID, err)
+		}
+		a.registered = true
+		return nil
 	}
 	// One read of the agent's record says whether its cooldown runs, whether its lease is
 	// held and who waits for the cooldown; the lease is taken from exactly that revision, so
@@ -427,6 +449,9 @@ func (s *Service) handle(ctx context.Context, job Job, a *attempt) (res Result) 
 	}
 	if !job.Urgent {
 		if r, wait := s.cooldownResult(job.AgentID, st.CooldownUntil); wait {
+			if err := register(); err != nil {
+				return transient(err.Error(), job.Attempt, s)
+			}
 			return s.wait(ctx, job, st, r)
 		}
 	}
@@ -439,6 +464,9 @@ func (s *Service) handle(ctx context.Context, job Job, a *attempt) (res Result) 
 	l, err := s.d.Leases.AcquireFrom(ctx, job.AgentID, "summarize", st)
 	if errors.Is(err, lease.ErrHeld) {
 		s.d.Metrics.Contention.Inc()
+		if err := register(); err != nil {
+			return transient(err.Error(), job.Attempt, s)
+		}
 		return deferred("lease", err.Error(), s.leaseDelay(job))
 	}
 	if err != nil {
