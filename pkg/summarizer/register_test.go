@@ -113,4 +113,3 @@ func TestDeadLetteredJobRegistersItsConversation(t *testing.T) {
 		}
 	})
 }
-
