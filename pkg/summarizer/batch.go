@@ -158,7 +158,8 @@ func (s *Service) buildBatch(ctx context.Context, agentID int64, first string, b
 		}
 	}
 	var wms []store.ExtractionWatermark
-	if err := s.d.DB.WithContext(ctx).Where("agent_id = ?", agentID).Find(&wms).Error; err != nil {
+	// Plain SQL on this path: every extraction runs it (issue 14).
+	if err := s.d.DB.WithContext(ctx).Raw("SELECT * FROM mate_extraction_watermark WHERE agent_id = ?", agentID).Scan(&wms).Error; err != nil {
 		return b, fmt.Errorf("read watermarks: %w", err)
 	}
 	from := make(map[string]int64, len(wms))
@@ -173,8 +174,8 @@ func (s *Service) buildBatch(ctx context.Context, agentID int64, first string, b
 		after := b.firstFrom
 		for !full {
 			var rows []store.Message
-			if err := s.d.DB.WithContext(ctx).Where("agent_id = ? AND conversation_id = ? AND id > ?", agentID, first, after).
-				Order("id").Limit(pageSize).Find(&rows).Error; err != nil {
+			if err := s.d.DB.WithContext(ctx).Raw("SELECT * FROM mate_message WHERE agent_id = ? AND conversation_id = ? AND id > ? ORDER BY id LIMIT ?",
+				agentID, first, after, pageSize).Scan(&rows).Error; err != nil {
 				return b, fmt.Errorf("read pending messages of %s: %w", first, err)
 			}
 			walk(rows, from)
@@ -192,10 +193,10 @@ func (s *Service) buildBatch(ctx context.Context, agentID int64, first string, b
 	after := int64(0)
 	for !full && others > 0 {
 		var rows []store.Message
-		err := s.d.DB.WithContext(ctx).Table("mate_message AS m").Select("m.*").
-			Joins("JOIN mate_extraction_watermark AS w ON w.agent_id = m.agent_id AND w.conversation_id = m.conversation_id").
-			Where("m.agent_id = ? AND m.id > w.last_message_id AND m.id > ? AND m.conversation_id <> ?", agentID, after, first).
-			Order("m.id").Limit(pageSize).Find(&rows).Error
+		err := s.d.DB.WithContext(ctx).Raw("SELECT m.* FROM mate_message AS m "+
+			"JOIN mate_extraction_watermark AS w ON w.agent_id = m.agent_id AND w.conversation_id = m.conversation_id "+
+			"WHERE m.agent_id = ? AND m.id > w.last_message_id AND m.id > ? AND m.conversation_id <> ? ORDER BY m.id LIMIT ?",
+			agentID, after, first, pageSize).Scan(&rows).Error
 		if err != nil {
 			return b, fmt.Errorf("read pending messages: %w", err)
 		}

@@ -141,9 +141,14 @@ func (s *Service) EnsureAgent(ctx context.Context, agentID int64) (store.Agent, 
 	if _, seen := s.seen.Load(agentID); !seen {
 		return s.seed(ctx, agentID)
 	}
+	// Plain SQL: every extraction reads its agent (issue 14).
 	var a store.Agent
-	if err := s.db.WithContext(ctx).Where("id = ?", agentID).Take(&a).Error; err != nil {
-		return store.Agent{}, fmt.Errorf("read agent %d: %w", agentID, err)
+	res := s.db.WithContext(ctx).Raw("SELECT * FROM mate_agent WHERE id = ?", agentID).Scan(&a)
+	if res.Error == nil && res.RowsAffected == 0 {
+		res.Error = gorm.ErrRecordNotFound
+	}
+	if res.Error != nil {
+		return store.Agent{}, fmt.Errorf("read agent %d: %w", agentID, res.Error)
 	}
 	return a, nil
 }
@@ -320,8 +325,12 @@ func (s *Service) GetMany(ctx context.Context, agentID int64, names []string) (m
 		return nil, err
 	}
 	var rows []store.WorkspaceFile
-	if err := s.db.WithContext(ctx).Where("agent_id = ? AND deleted = 0 AND filename IN ?", agentID, names).
-		Find(&rows).Error; err != nil {
+	if len(names) == 0 {
+		return map[string]File{}, nil
+	}
+	// Plain SQL: every extraction reads its memory files (issue 14).
+	if err := s.db.WithContext(ctx).Raw("SELECT * FROM mate_workspace_file WHERE agent_id = ? AND deleted = 0 AND filename IN ?", agentID, names).
+		Scan(&rows).Error; err != nil {
 		return nil, fmt.Errorf("read files of agent %d: %w", agentID, err)
 	}
 	out := make(map[string]File, len(rows))
