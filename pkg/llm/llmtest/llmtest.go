@@ -1,5 +1,7 @@
 // Package llmtest is a fake OpenAI-compatible chat-completions server for tests: a real
-// HTTP server speaking the wire format, whose answers the test scripts.
+// HTTP server speaking the wire format, whose answers the test scripts. New runs it in the
+// test process; NewExternal runs it in a child process (see MaybeServe), for benchmarks
+// that measure their own process's CPU.
 package llmtest
 
 import (
