@@ -4,7 +4,9 @@
 package llm
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -16,7 +18,6 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/shared"
 )
 
 // Message is one chat message.
@@ -109,31 +110,113 @@ func (o *OpenAI) Complete(ctx context.Context, req Request) (Response, error) {
 	return resp, err
 }
 
-func (o *OpenAI) complete(ctx context.Context, req Request, useJSON bool) (Response, error) {
-	params := openai.ChatCompletionNewParams{Model: shared.ChatModel(o.model)}
-	for _, m := range req.Messages {
-		switch m.Role {
-		case "system":
-			params.Messages = append(params.Messages, openai.SystemMessage(m.Content))
-		case "assistant":
-			params.Messages = append(params.Messages, openai.AssistantMessage(m.Content))
-		default:
-			params.Messages = append(params.Messages, openai.UserMessage(m.Content))
+// chatPath is the chat-completions endpoint, relative to the base URL.
+const chatPath = "chat/completions"
+
+// wireRequest is the chat-completions request body. Field order and encoding (no HTML
+// escaping) follow what openai-go's ChatCompletionNewParams.MarshalJSON writes for the
+// fields this client sets, so the bytes on the wire are the same as when the client went
+// through Chat.Completions.New; building it with encoding/json on this small struct costs
+// a fraction of openai-go's reflection over the full params type.
+type wireRequest struct {
+	Messages       []wireMessage `json:"messages,omitempty"`
+	Model          string        `json:"model"`
+	MaxTokens      int           `json:"max_tokens,omitempty"`
+	Temperature    *float64      `json:"temperature,omitempty"`
+	ResponseFormat *wireFormat   `json:"response_format,omitempty"`
+}
+
+type wireMessage struct {
+	Content string `json:"content"`
+	Role    string `json:"role"`
+}
+
+type wireFormat struct {
+	Type string `json:"type"`
+}
+
+var jsonObjectFormat = &wireFormat{Type: "json_object"}
+
+// wireResponse is the part of a chat-completions answer the client reads.
+type wireResponse struct {
+	Model   string       `json:"model"`
+	Choices []wireChoice `json:"choices"`
+	Usage   struct {
+		PromptTokens     int64 `json:"prompt_tokens"`
+		CompletionTokens int64 `json:"completion_tokens"`
+	} `json:"usage"`
+}
+
+type wireChoice struct {
+	Message struct {
+		Content string `json:"content"`
+	} `json:"message"`
+	FinishReason string `json:"finish_reason"`
+}
+
+// UnmarshalJSON decodes a well-formed answer with encoding/json. An answer with a field of
+// an unexpected type (a numeric content or model, a string token count) is decoded again
+// by openai-go's own, lenient decoder, which coerces or skips such fields, so that every
+// answer reads as it did when the client decoded into openai.ChatCompletion.
+func (r *wireResponse) UnmarshalJSON(b []byte) error {
+	type plain wireResponse
+	err := json.Unmarshal(b, (*plain)(r))
+	var typeErr *json.UnmarshalTypeError
+	if !errors.As(err, &typeErr) {
+		return err
+	}
+	var c openai.ChatCompletion
+	if err := c.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	*r = wireResponse{Model: c.Model, Choices: make([]wireChoice, len(c.Choices))}
+	for i, ch := range c.Choices {
+		r.Choices[i].Message.Content = ch.Message.Content
+		r.Choices[i].FinishReason = ch.FinishReason
+	}
+	r.Usage.PromptTokens, r.Usage.CompletionTokens = c.Usage.PromptTokens, c.Usage.CompletionTokens
+	return nil
+}
+
+// encodeRequest writes the request body.
+func (o *OpenAI) encodeRequest(req Request, useJSON bool) ([]byte, error) {
+	size := 128 + len(o.model)
+	var msgs []wireMessage // nil when there are none: openai-go left the field out
+	if len(req.Messages) > 0 {
+		msgs = make([]wireMessage, len(req.Messages))
+	}
+	for i, m := range req.Messages {
+		role := m.Role
+		if role != "system" && role != "assistant" {
+			role = "user" // as before: anything else is sent as a user message
 		}
+		msgs[i] = wireMessage{Content: m.Content, Role: role}
+		size += 32 + len(m.Content) + len(m.Content)/8 // room for some escapes
 	}
-	if req.MaxTokens > 0 {
-		params.MaxTokens = openai.Int(int64(req.MaxTokens))
-	}
-	if req.Temperature != nil {
-		params.Temperature = openai.Float(*req.Temperature)
-	}
+	w := wireRequest{Messages: msgs, Model: o.model, MaxTokens: max(req.MaxTokens, 0), Temperature: req.Temperature}
 	if useJSON {
-		params.ResponseFormat = openai.ChatCompletionNewParamsResponseFormatUnion{
-			OfJSONObject: &shared.ResponseFormatJSONObjectParam{},
-		}
+		w.ResponseFormat = jsonObjectFormat
 	}
+	buf := bytes.NewBuffer(make([]byte, 0, size))
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(&w); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// complete sends one request through openai-go's request pipeline (base URL, bearer auth,
+// default headers, request timeout, no retries, API error decoding) with a body this
+// package encodes and an answer it decodes into a small struct.
+func (o *OpenAI) complete(ctx context.Context, req Request, useJSON bool) (Response, error) {
+	body, err := o.encodeRequest(req, useJSON)
+	if err != nil {
+		return Response{}, fmt.Errorf("llm %s: encoding the request: %w", o.model, err)
+	}
+	var c wireResponse
 	start := time.Now()
-	c, err := o.c.Chat.Completions.New(ctx, params)
+	err = o.c.Post(ctx, chatPath, body, &c)
 	lat := time.Since(start)
 	if err != nil {
 		return Response{Latency: lat}, fmt.Errorf("llm %s: %w", o.model, err)

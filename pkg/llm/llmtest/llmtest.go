@@ -1,5 +1,7 @@
 // Package llmtest is a fake OpenAI-compatible chat-completions server for tests: a real
-// HTTP server speaking the wire format, whose answers the test scripts.
+// HTTP server speaking the wire format, whose answers the test scripts. New runs it in the
+// test process; NewExternal runs it in a child process (see MaybeServe), for benchmarks
+// that measure their own process's CPU.
 package llmtest
 
 import (
@@ -17,9 +19,14 @@ import (
 
 // Received is a request as the server saw it.
 type Received struct {
-	Model          string        `json:"model"`
-	Messages       []llm.Message `json:"-"`
-	MaxTokens      int           `json:"max_tokens"`
+	Model     string        `json:"model"`
+	Messages  []llm.Message `json:"-"`
+	MaxTokens int           `json:"max_tokens"`
+	// MaxCompletionTokens is the newer name of the limit (0 when the client sent
+	// max_tokens instead).
+	MaxCompletionTokens int `json:"max_completion_tokens"`
+	// Temperature is nil when the client sent none.
+	Temperature    *float64 `json:"temperature"`
 	ResponseFormat *struct {
 		Type string `json:"type"`
 	} `json:"response_format"`
@@ -67,6 +74,11 @@ func New(t testing.TB, h func(Received) Reply) *Server {
 	return s
 }
 
+// config is the llm.Config of a fake server at url.
+func config(url string) llm.Config {
+	return llm.Config{BaseURL: url + "/v1/", APIKey: "test-key", Model: "fake-model", Timeout: 5 * time.Second, JSONMode: true}
+}
+
 // SetHandler replaces the answer script.
 func (s *Server) SetHandler(h func(Received) Reply) { s.handler.Store(h) }
 
@@ -78,9 +90,7 @@ func (s *Server) Received() []Received {
 }
 
 // Config returns an llm.Config pointing at the server.
-func (s *Server) Config() llm.Config {
-	return llm.Config{BaseURL: s.URL + "/v1/", APIKey: "test-key", Model: "fake-model", Timeout: 5 * time.Second, JSONMode: true}
-}
+func (s *Server) Config() llm.Config { return config(s.URL) }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/v1/chat/completions" {
