@@ -123,11 +123,13 @@ func BenchmarkPipelineOverhead(b *testing.B) {
 }
 
 func pipelineOverhead(b *testing.B, db storetest.DB) {
-	fake := llmtest.New(b, echoLLM)
+	// The fake model answers from a child process: its CPU is not this process's, as a real
+	// model's (or MariaDB's server's) is not.
+	fake := llmtest.NewExternal(b, "echo")
 	sqlc := &sqlCounter{}
 	// The shipped cooldown (each event is another agent's, so none waits for it): setting it
 	// is part of an extraction's cost.
-	h := newHarness(b, db, withLLM(fake), withSyncAlways(), withSQLCounter(sqlc),
+	h := newHarness(b, db, withExternalLLM(fake), withSyncAlways(), withSQLCounter(sqlc),
 		withSettings(func(s *Settings) { s.Memory.CooldownMinutes = 5 }))
 	const events = 200
 	for a := 1; a <= events; a++ {

@@ -70,6 +70,11 @@ func withSettings(fn func(*Settings)) harnessOption { return func(h *harness) { 
 func withLLM(s *llmtest.Server) harnessOption {
 	return func(h *harness) { h.llm = s; h.llmCfg = s.Config() }
 }
+// withExternalLLM uses a fake model served by a child process (llmtest.NewExternal), so
+// that this process's CPU time leaves the model's out, as it would a real one's.
+func withExternalLLM(e *llmtest.External) harnessOption {
+	return func(h *harness) { h.llmCfg = e.Config() }
+}
 func withLLMTimeout(d time.Duration) harnessOption {
 	return func(h *harness) { h.llmCfg.Timeout = d }
 }
@@ -175,7 +180,7 @@ func (h *harness) serviceConn(owner string) (*Service, *nats.Conn) {
 	}
 	d := Deps{DB: h.db.DB, Workspace: h.ws, Ledger: h.ledger, Leases: lm,
 		Intents: intents, Metrics: h.metrics, Log: quietLog(), Now: h.now}
-	if h.llm != nil {
+	if h.llmCfg.BaseURL != "" {
 		d.LLM = llm.NewOpenAI(h.llmCfg)
 	}
 	return New(d, h.set), nc
