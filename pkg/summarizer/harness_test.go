@@ -70,6 +70,7 @@ func withSettings(fn func(*Settings)) harnessOption { return func(h *harness) { 
 func withLLM(s *llmtest.Server) harnessOption {
 	return func(h *harness) { h.llm = s; h.llmCfg = s.Config() }
 }
+
 // withExternalLLM uses a fake model served by a child process (llmtest.NewExternal), so
 // that this process's CPU time leaves the model's out, as it would a real one's.
 func withExternalLLM(e *llmtest.External) harnessOption {
