@@ -456,11 +456,13 @@ func (s *Service) handle(ctx context.Context, job Job, a *attempt) (res Result) 
 		}
 	}
 	// The agent is read once per job, and only for an extraction: its language and time
-	// zone serve it (the first sight of an agent seeds its files here).
-	agent, err := s.d.Workspace.EnsureAgent(ctx, job.AgentID)
-	if err != nil {
-		return transient(fmt.Sprintf("load agent %d: %v", job.AgentID, err), job.Attempt, s)
-	}
+	// zone serve it (the first sight of an agent seeds its files here). It is read while the
+	// lease's write is on its way (an fsync on the server).
+	agentc := make(chan agentRead, 1)
+	go func() {
+		agent, err := s.d.Workspace.EnsureAgent(ctx, job.AgentID)
+		agentc <- agentRead{agent, err}
+	}()
 	l, err := s.d.Leases.AcquireFrom(ctx, job.AgentID, "summarize", st)
 	if errors.Is(err, lease.ErrHeld) {
 		s.d.Metrics.Contention.Inc()
@@ -501,6 +503,11 @@ func (s *Service) handle(ctx context.Context, job Job, a *attempt) (res Result) 
 			}
 		}
 	}()
+	ag := <-agentc
+	if ag.err != nil {
+		return transient(fmt.Sprintf("load agent %d: %v", job.AgentID, ag.err), job.Attempt, s)
+	}
+	agent := ag.agent
 	wctx, cancel := context.WithCancelCause(l.Context())
 	defer cancel(nil)
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
@@ -527,6 +534,18 @@ func (s *Service) handle(ctx context.Context, job Job, a *attempt) (res Result) 
 		res.Reason = "force: " + res.Reason
 	}
 	return res
+}
+
+// agentRead is an agent read concurrently with other work.
+type agentRead struct {
+	agent store.Agent
+	err   error
+}
+
+// filesRead is memory files read concurrently with other work.
+type filesRead struct {
+	files map[string]workspace.File
+	err   error
 }
 
 // maxManualRounds bounds the transcript-sized extractions one manual request runs.
@@ -593,6 +612,13 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, a *attem
 	date := now.In(agentLocation(agent)).Format("2006-01-02")
 	daily := "memory/" + date + ".md"
 
+	// The memory files are read while the pending messages are.
+	names := []string{ProfileFile, MemoryFile, daily}
+	filesc := make(chan filesRead, 1)
+	go func() {
+		files, err := s.d.Workspace.GetMany(ctx, agentID, names)
+		filesc <- filesRead{files, err}
+	}()
 	b, err := s.batchFor(ctx, job, last)
 	if err != nil {
 		return s.workErr(ctx, l, job, "read pending messages", err)
@@ -618,7 +644,13 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, a *attem
 	var out extractOutput
 	var dailyBase workspace.File
 	for round := 0; ; round++ {
-		cur, err := s.d.Workspace.GetMany(ctx, agentID, []string{ProfileFile, MemoryFile, daily})
+		var cur map[string]workspace.File
+		if round == 0 {
+			fr := <-filesc
+			cur, err = fr.files, fr.err
+		} else {
+			cur, err = s.d.Workspace.GetMany(ctx, agentID, names)
+		}
 		if err != nil {
 			return s.workErr(ctx, l, job, "read memory files", err)
 		}
