@@ -195,6 +195,12 @@ type Job struct {
 	Urgent bool
 	// Replay is an operator replay (recorded as such in the ledger).
 	Replay bool
+	// Settle, when set, may be called once with the outcome as soon as it is final and
+	// recorded, while the agent's lease is still being released (when the outcome does not
+	// depend on that release); Handle returns the same outcome after the release is done.
+	// The worker acknowledges the delivery there, so that the ack and the release overlap;
+	// when Settle was not called, it settles with what Handle returns.
+	Settle func(Result)
 	// Force (manual requests) re-extracts a conversation already extracted up to its end:
 	// its last transcript's worth of messages, with the same effect key for the same range.
 	Force bool
@@ -285,6 +291,9 @@ type attempt struct {
 	waiter        bool
 	coalesced     []lease.Coalesced
 	coalescedDone bool
+	// releasing, when set, is closed once the lease's release, running alongside the
+	// settlement of the delivery, is done.
+	releasing chan struct{}
 	// conv is set once the job's conversation passed the checks that let it take part in
 	// extraction; registered says whether it has a watermark (the extraction's commit
 	// gives it one).
@@ -336,6 +345,10 @@ func (s *Service) Handle(parent context.Context, job Job) Result {
 		s.d.Metrics.Deferrals.WithLabelValues(res.Deferral).Inc()
 	}
 	s.d.Metrics.RunSeconds.Observe(time.Since(a.start).Seconds())
+	if a.releasing != nil {
+		job.Settle(res)
+		<-a.releasing
+	}
 	return res
 }
 
@@ -476,32 +489,17 @@ func (s *Service) handle(ctx context.Context, job Job, a *attempt) (res Result) 
 	}
 	a.coalesced = l.Record().Coalesced
 	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		err := l.Release(rctx, func(r *lease.Record) {
-			if !a.cooldown.IsZero() {
-				r.CooldownUntil, r.CooldownRun = a.cooldown, a.cooldownRun
-			}
-			if a.coalescedDone {
-				r.Coalesced = nil
-			}
-			if a.waiter {
-				if res.Retry {
-					// Back after the cooldown (a backlog) or the backoff (a failure).
-					r.WaiterUntil = later(r.CooldownUntil, time.Now().Add(res.Delay)).Add(s.waiterGrace())
-				} else {
-					r.Waiter, r.WaiterUntil = "", time.Time{}
-				}
-			}
-		})
-		if err != nil {
-			s.d.Log.Warn("release lease", "agent", job.AgentID, "err", err)
-			if a.waiter && !res.Retry {
-				// Still the agent's recorded waiter: never acknowledged as such, it comes back
-				// (finding its work done) to stand down.
-				res.Retry, res.Delay = true, s.backoff(job.Attempt)
-			}
+		if a.waiter || job.Settle == nil {
+			s.release(ctx, l, job, a, &res)
+			return
 		}
+		// The outcome does not depend on the release: the caller may settle the delivery
+		// while the release is on its way (Handle waits for it before it returns).
+		a.releasing = make(chan struct{})
+		go func() {
+			defer close(a.releasing)
+			s.release(ctx, l, job, a, nil)
+		}()
 	}()
 	ag := <-agentc
 	if ag.err != nil {
@@ -546,6 +544,38 @@ type agentRead struct {
 type filesRead struct {
 	files map[string]workspace.File
 	err   error
+}
+
+// release releases the lease with what the attempt leaves in the agent's record (the
+// cooldown, the coalesced list swept, the waiter standing down or coming back). res is the
+// waiter's outcome (nil for any other job): a waiter whose release failed comes back.
+func (s *Service) release(ctx context.Context, l *lease.Lease, job Job, a *attempt, res *Result) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := l.Release(rctx, func(r *lease.Record) {
+		if !a.cooldown.IsZero() {
+			r.CooldownUntil, r.CooldownRun = a.cooldown, a.cooldownRun
+		}
+		if a.coalescedDone {
+			r.Coalesced = nil
+		}
+		if a.waiter && res != nil {
+			if res.Retry {
+				// Back after the cooldown (a backlog) or the backoff (a failure).
+				r.WaiterUntil = later(r.CooldownUntil, time.Now().Add(res.Delay)).Add(s.waiterGrace())
+			} else {
+				r.Waiter, r.WaiterUntil = "", time.Time{}
+			}
+		}
+	})
+	if err != nil {
+		s.d.Log.Warn("release lease", "agent", job.AgentID, "err", err)
+		if a.waiter && res != nil && !res.Retry {
+			// Still the agent's recorded waiter: never acknowledged as such, it comes back
+			// (finding its work done) to stand down.
+			res.Retry, res.Delay = true, s.backoff(job.Attempt)
+		}
+	}
 }
 
 // maxManualRounds bounds the transcript-sized extractions one manual request runs.

@@ -212,6 +212,12 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 
 	hbCtx, stopHB := context.WithCancel(ctx)
 	go heartbeat(hbCtx, msg, w.svc.set.AckWait)
+	settled := false
+	job.Settle = func(res Result) {
+		stopHB()
+		settled = true
+		w.settle(ctx, msg, job, req, kind, res)
+	}
 	res := w.svc.Handle(ctx, job)
 	stopHB()
 	span.SetAttributes(attribute.Int64("matememory.agent_id", job.AgentID),
@@ -219,7 +225,15 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 	if res.Status == store.RunFailed {
 		span.SetStatus(codes.Error, res.Reason)
 	}
+	if !settled {
+		w.settle(ctx, msg, job, req, kind, res)
+	}
+}
 
+// settle acknowledges, NAKs or dead-letters the delivery as res says, and answers a manual
+// request's caller.
+func (w *Worker) settle(ctx context.Context, msg jetstream.Msg, job Job, req *event.SummarizeRequest, kind string, res Result) {
+	m := w.svc.d.Metrics
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	switch {
