@@ -62,8 +62,12 @@ var keepPrefix = []pattern{
 // in URLs, and values of password/secret/token/api_key assignments and of Chinese labels
 // such as 密码：or 口令是, natural-language passwords ("my password is ..."), and payment card
 // numbers (13 to 19 digits, plain or grouped by spaces or dashes, Luhn-valid). Labels are kept so the text still reads ("password: [REDACTED]").
-// Redact is idempotent. It returns s itself, without allocating, when there is nothing to
-// mask.
+// Redact is idempotent. It returns s itself when there is nothing to mask, and allocates
+// nothing when no pattern matches (a number failing the Luhn check included).
+//
+// Like the implementation before it, Redact panics when a label that (?i) matches starts
+// with ſ or K right after a word character and does not match alone, as in "aſecret=abc"
+// (see replaceKeepingLabel).
 //
 // Each pattern runs on the output of the one before, as ReplaceAllString did; its
 // necessary condition is checked on that same text, so skipping a pattern never changes the
@@ -114,8 +118,9 @@ func replaceAll(re *regexp.Regexp, s string) string {
 // the same. A match of the Chinese pattern (no assertion at all) also gets the same groups.
 // For these the groups found in s are used. A match that starts with ſ or K (which (?i)
 // letters match but \b counts as non-word) can lose its leading \b alone and then get other
-// groups or none; for those the former code runs unchanged, so the output stays exactly
-// what it was, odd as it is (see TestRedactMatchesReference).
+// groups, or none and the former code panicked (index out of range); for those the former
+// code runs unchanged, so the output stays exactly what it was, odd as it is (see
+// TestRedactMatchesReference).
 func replaceKeepingLabel(re *regexp.Regexp, s string) string {
 	locs := re.FindAllStringSubmatchIndex(s, -1)
 	if locs == nil {
