@@ -272,7 +272,9 @@ func TestRedactNoSecretNoAllocation(t *testing.T) {
 }
 
 // FuzzRedactMatchesReference checks Redact against referenceRedact, its idempotence and
-// the necessary conditions on any input (go test -fuzz FuzzRedactMatchesReference).
+// the necessary conditions on any input (go test ./pkg/guard -run '^$' -fuzz
+// FuzzRedactMatchesReference -fuzzminimizetime 10s; the default minute of minimizing each
+// new input stalls the run).
 func FuzzRedactMatchesReference(f *testing.F) {
 	for _, in := range trickyInputs {
 		if len(in) > 512 {
