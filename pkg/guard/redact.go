@@ -3,47 +3,58 @@ package guard
 import (
 	"regexp"
 	"strings"
+	"unicode/utf8"
 )
 
 // Redacted replaces a secret in text written to memory files.
 const Redacted = "[REDACTED]"
 
+// A pattern is a secret regexp with a cheap necessary condition. Redact runs on every
+// transcript, summary and ledger reason, nearly all of which hold no secret, and running 15
+// regexps over them was most of its cost; mayMatch looks for what a match cannot do without
+// (a literal, a label before a colon ...) and returns false only when re provably cannot
+// match s. When in doubt it returns true and the regexp decides.
+type pattern struct {
+	re       *regexp.Regexp
+	mayMatch func(s string) bool
+}
+
 // secretPatterns match a whole secret, replaced by Redacted. Order matters: private key
 // blocks and tokens with a known shape first, then generic assignments.
-var secretPatterns = []*regexp.Regexp{
+var secretPatterns = []pattern{
 	// PEM private keys (RSA, EC, OPENSSH, PGP ...), whole block.
-	regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`),
+	{regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`), mayPEM},
 	// OpenAI (sk-..., sk-proj-...), Anthropic (sk-ant-...), DeepSeek and other sk- keys.
-	regexp.MustCompile(`\bsk-(?:ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}`),
+	{regexp.MustCompile(`\bsk-(?:ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}`), maySK},
 	// AWS access key ids.
-	regexp.MustCompile(`\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b`),
+	{regexp.MustCompile(`\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b`), mayAWS},
 	// GitHub tokens.
-	regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})`),
+	{regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})`), mayGitHub},
 	// Slack tokens and webhook URLs.
-	regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9\-]{10,}`),
-	regexp.MustCompile(`https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+`),
+	{regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9\-]{10,}`), maySlack},
+	{regexp.MustCompile(`https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+`), mayContain("https://hooks.slack.com/services/")},
 	// Google API keys.
-	regexp.MustCompile(`\bAIza[0-9A-Za-z_\-]{35}`),
+	{regexp.MustCompile(`\bAIza[0-9A-Za-z_\-]{35}`), mayContain("AIza")},
 	// Stripe-style live/test secret keys.
-	regexp.MustCompile(`\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}`),
+	{regexp.MustCompile(`\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}`), mayStripe},
 	// JSON Web Tokens.
-	regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}`),
+	{regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}`), mayJWT},
 }
 
 // keepPrefix patterns keep group 1 (the label) and replace the rest of the match.
-var keepPrefix = []*regexp.Regexp{
+var keepPrefix = []pattern{
 	// Authorization: Bearer <token> / Basic <credentials>.
-	regexp.MustCompile(`(?i)(\b(?:bearer|basic)\s+)[A-Za-z0-9._~+/\-]{12,}=*`),
+	{regexp.MustCompile(`(?i)(\b(?:bearer|basic)\s+)[A-Za-z0-9._~+/\-]{12,}=*`), mayBearer},
 	// Credentials inside URLs: scheme://user:password@host.
-	regexp.MustCompile(`(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]+:)[^\s@/]+(@)`),
+	{regexp.MustCompile(`(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]+:)[^\s@/]+(@)`), mayURLPassword},
 	// password=..., api_key: "...", "secret": "...", client-secret = ... (the value up to
 	// whitespace, or the quoted string).
-	regexp.MustCompile(`(?i)(\b(?:[a-z0-9]+[_\-])*(?:password|passwd|passphrase|pwd|secret|client[_\-]?secret|api[_\-]?key|apikey|access[_\-]?key(?:[_\-]?id)?|secret[_\-]?access[_\-]?key|private[_\-]?key|auth[_\-]?token|access[_\-]?token|refresh[_\-]?token|token)\b["']?\s*[:=]\s*)(?:"[^"\n]*"|'[^'\n]*'|[^\s,;"']+)`),
+	{regexp.MustCompile(`(?i)(\b(?:[a-z0-9]+[_\-])*(?:password|passwd|passphrase|pwd|secret|client[_\-]?secret|api[_\-]?key|apikey|access[_\-]?key(?:[_\-]?id)?|secret[_\-]?access[_\-]?key|private[_\-]?key|auth[_\-]?token|access[_\-]?token|refresh[_\-]?token|token)\b["']?\s*[:=]\s*)(?:"[^"\n]*"|'[^'\n]*'|[^\s,;"']+)`), mayAssignment},
 	// Natural language: "my password is hunter2", "the PIN was 4821", "passcode: 1234",
 	// "API key is abc123" (a sentence's final period is not part of the secret).
-	regexp.MustCompile(`(?i)(\b(?:password|passwd|passphrase|passcode|pin(?:\s+code)?|api\s+key|access\s+token|secret\s+key|security\s+code|cvv|cvc)\s+(?:is|was|=|:)\s*:?\s+)[^\s,;]*[^\s,;.!?)]`),
+	{regexp.MustCompile(`(?i)(\b(?:password|passwd|passphrase|passcode|pin(?:\s+code)?|api\s+key|access\s+token|secret\s+key|security\s+code|cvv|cvc)\s+(?:is|was|=|:)\s*:?\s+)[^\s,;]*[^\s,;.!?)]`), mayPhrase},
 	// 密码：xxx, 口令是 xxx, 密钥=xxx, 令牌: xxx (full-width or ASCII separators).
-	regexp.MustCompile(`((?:密码|口令|密钥|秘钥|令牌|验证码|支付密码|登录密码)\s*(?:是|为|[:：=])\s*)[^\s，。,;；、）)]+`),
+	{regexp.MustCompile(`((?:密码|口令|密钥|秘钥|令牌|验证码|支付密码|登录密码)\s*(?:是|为|[:：=])\s*)[^\s，。,;；、）)]+`), mayChineseLabel},
 }
 
 // Redact masks secrets in s: API keys of known shapes (OpenAI/Anthropic sk-..., AWS, GitHub,
@@ -51,51 +62,198 @@ var keepPrefix = []*regexp.Regexp{
 // in URLs, and values of password/secret/token/api_key assignments and of Chinese labels
 // such as 密码：or 口令是, natural-language passwords ("my password is ..."), and payment card
 // numbers (13 to 19 digits, plain or grouped by spaces or dashes, Luhn-valid). Labels are kept so the text still reads ("password: [REDACTED]").
-// Redact is idempotent.
+// Redact is idempotent. It returns s itself when there is nothing to mask, and allocates
+// nothing when no pattern matches (a number failing the Luhn check included).
+//
+// Like the implementation before it, Redact panics when a label that (?i) matches starts
+// with ſ or K right after a word character and does not match alone, as in "aſecret=abc"
+// (see replaceKeepingLabel).
+//
+// Each pattern runs on the output of the one before, as ReplaceAllString did; its
+// necessary condition is checked on that same text, so skipping a pattern never changes the
+// result.
 func Redact(s string) string {
 	s = redactCards(s)
-	for _, re := range secretPatterns {
-		s = re.ReplaceAllString(s, Redacted)
+	for _, p := range secretPatterns {
+		if p.mayMatch(s) {
+			s = replaceAll(p.re, s)
+		}
 	}
-	for _, re := range keepPrefix {
-		s = re.ReplaceAllStringFunc(s, func(m string) string {
-			sub := re.FindStringSubmatch(m)
-			rest := m[len(sub[1]):]
-			if strings.HasPrefix(rest, Redacted) || strings.HasPrefix(rest, `"`+Redacted) || strings.HasPrefix(rest, `'`+Redacted) {
-				return m
-			}
-			tail := ""
-			if len(sub) > 2 {
-				tail = sub[2]
-			}
-			if q := rest[0]; q == '"' || q == '\'' {
-				return sub[1] + string(q) + Redacted + string(q) + tail
-			}
-			return sub[1] + Redacted + tail
-		})
+	for _, p := range keepPrefix {
+		if p.mayMatch(s) {
+			s = replaceKeepingLabel(p.re, s)
+		}
 	}
 	return s
 }
 
-// cardCandidate is 13 to 19 digits, plain or grouped by single spaces or dashes, starting
-// with a digit card networks use (2 to 6).
-var cardCandidate = regexp.MustCompile(`\b[2-6](?:[ -]?\d){12,18}\b`)
+// replaceAll is re.ReplaceAllString(s, Redacted) (none of the patterns matches the empty
+// string, so the matches are the same), returning s itself when nothing matches.
+func replaceAll(re *regexp.Regexp, s string) string {
+	locs := re.FindAllStringIndex(s, -1)
+	if locs == nil {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	last := 0
+	for _, loc := range locs {
+		b.WriteString(s[last:loc[0]])
+		b.WriteString(Redacted)
+		last = loc[1]
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// replaceKeepingLabel replaces each match of re in s by its group 1 (the label), then
+// Redacted (in the value's quotes if it was quoted), then group 2 if re has one; a match
+// whose value is already Redacted is kept as it is, which makes Redact idempotent.
+//
+// The former implementation found the matches with ReplaceAllStringFunc and then ran
+// FindStringSubmatch on each match alone to get the label. A match that starts with an
+// ASCII word character gets the same groups alone as in s: its leading \b holds in both,
+// no other assertion of these patterns looks outside the match, and a path through the
+// pattern that fits in the match alone is one that matched in s, so the preferred one is
+// the same. A match of the Chinese pattern (no assertion at all) also gets the same groups.
+// For these the groups found in s are used. A match that starts with ſ or K (which (?i)
+// letters match but \b counts as non-word) can lose its leading \b alone and then get other
+// groups, or none and the former code panicked (index out of range); for those the former
+// code runs unchanged, so the output stays exactly what it was, odd as it is (see
+// TestRedactMatchesReference).
+func replaceKeepingLabel(re *regexp.Regexp, s string) string {
+	locs := re.FindAllStringSubmatchIndex(s, -1)
+	if locs == nil {
+		return s
+	}
+	var b strings.Builder
+	last := 0
+	for _, loc := range locs {
+		m := s[loc[0]:loc[1]]
+		var repl string
+		if isWordByte(m[0]) || m[0] >= utf8.RuneSelf && !strings.HasPrefix(m, "ſ") && !strings.HasPrefix(m, "K") {
+			tail := ""
+			if len(loc) > 4 && loc[4] >= 0 {
+				tail = s[loc[4]:loc[5]]
+			}
+			repl = keepLabel(m, s[loc[2]:loc[3]], tail)
+		} else {
+			repl = keepLabelRematched(re, m)
+		}
+		if repl == m {
+			continue // already redacted: s[last:loc[1]] is copied as it is
+		}
+		if b.Len() == 0 {
+			b.Grow(len(s) + len(Redacted))
+		}
+		b.WriteString(s[last:loc[0]])
+		b.WriteString(repl)
+		last = loc[1]
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// keepLabelRematched is the former replacement of match m: the groups come from matching m
+// alone.
+func keepLabelRematched(re *regexp.Regexp, m string) string {
+	sub := re.FindStringSubmatch(m)
+	tail := ""
+	if len(sub) > 2 {
+		tail = sub[2]
+	}
+	return keepLabel(m, sub[1], tail)
+}
+
+// keepLabel is the replacement of match m with the given label (group 1) and tail (group 2).
+func keepLabel(m, label, tail string) string {
+	rest := m[len(label):]
+	if strings.HasPrefix(rest, Redacted) || strings.HasPrefix(rest, `"`+Redacted) || strings.HasPrefix(rest, `'`+Redacted) {
+		return m
+	}
+	if q := rest[0]; q == '"' || q == '\'' {
+		return label + string(q) + Redacted + string(q) + tail
+	}
+	return label + Redacted + tail
+}
 
 // redactCards masks payment card numbers: a candidate is masked only when its digits pass
 // the Luhn check, so most order numbers and phone numbers are left alone.
 func redactCards(s string) string {
-	return cardCandidate.ReplaceAllStringFunc(s, func(m string) string {
-		digits := make([]byte, 0, len(m))
-		for i := 0; i < len(m); i++ {
-			if m[i] >= '0' && m[i] <= '9' {
-				digits = append(digits, m[i])
+	var b strings.Builder
+	last := 0 // s[:last] is in b
+	for i := 0; i < len(s); {
+		end := -1
+		if c := s[i]; '2' <= c && c <= '6' { // cheap first test, done again in cardCandidateAt
+			end = cardCandidateAt(s, i)
+		}
+		if end < 0 {
+			i++
+			continue
+		}
+		if isCard(s[i:end]) {
+			if b.Len() == 0 {
+				b.Grow(len(s))
 			}
+			b.WriteString(s[last:i])
+			b.WriteString(Redacted)
+			last = end
 		}
-		if len(digits) < 13 || len(digits) > 19 || !luhn(digits) {
-			return m
+		i = end
+	}
+	if last == 0 {
+		return s
+	}
+	b.WriteString(s[last:])
+	return b.String()
+}
+
+// cardCandidateAt returns the end of the card candidate that starts at s[i], or -1: 13 to
+// 19 digits, plain or grouped by single spaces or dashes, starting with a digit card
+// networks use (2 to 6). It is the regexp `\b[2-6](?:[ -]?\d){12,18}\b` (the former
+// implementation, which the tests compare it with), without a regexp: at a given start
+// each repetition of `[ -]?\d` can go only one way (a separator and a digit, or a digit),
+// and the regexp takes as many as it can, up to 18, then gives them back one at a time
+// until \b holds after the last digit, that is until the next character is not an ASCII
+// word character. Redact's callers mostly pass text without a card, and their order and
+// phone numbers come back untouched without a regexp run or an allocation.
+func cardCandidateAt(s string, i int) int {
+	if s[i] < '2' || s[i] > '6' || i > 0 && isWordByte(s[i-1]) {
+		return -1
+	}
+	var ends [19]int // ends[k] is where k repetitions end
+	k, j := 0, i+1
+	for k < 18 {
+		if j < len(s) && isDigit(s[j]) {
+			j++
+		} else if j+1 < len(s) && (s[j] == ' ' || s[j] == '-') && isDigit(s[j+1]) {
+			j += 2
+		} else {
+			break
 		}
-		return Redacted
-	})
+		k++
+		ends[k] = j
+	}
+	for ; k >= 12; k-- {
+		if e := ends[k]; e == len(s) || !isWordByte(s[e]) {
+			return e
+		}
+	}
+	return -1
+}
+
+// isCard reports whether a card candidate's digits pass the Luhn check.
+func isCard(m string) bool {
+	digits := make([]byte, 0, 19)
+	for i := 0; i < len(m); i++ {
+		if isDigit(m[i]) {
+			digits = append(digits, m[i])
+		}
+	}
+	return len(digits) >= 13 && len(digits) <= 19 && luhn(digits)
 }
 
 // luhn is the card-number checksum (ISO/IEC 7812-1).
