@@ -3,7 +3,6 @@ package guard
 import (
 	"regexp"
 	"strings"
-	"unicode/utf8"
 )
 
 // Redacted replaces a secret in text written to memory files.
@@ -110,17 +109,10 @@ func replaceAll(re *regexp.Regexp, s string) string {
 // Redacted (in the value's quotes if it was quoted), then group 2 if re has one; a match
 // whose value is already Redacted is kept as it is, which makes Redact idempotent.
 //
-// The former implementation found the matches with ReplaceAllStringFunc and then ran
-// FindStringSubmatch on each match alone to get the label. A match that starts with an
-// ASCII word character gets the same groups alone as in s: its leading \b holds in both,
-// no other assertion of these patterns looks outside the match, and a path through the
-// pattern that fits in the match alone is one that matched in s, so the preferred one is
-// the same. A match of the Chinese pattern (no assertion at all) also gets the same groups.
-// For these the groups found in s are used. A match that starts with ſ or K (which (?i)
-// letters match but \b counts as non-word) can lose its leading \b alone and then get other
-// groups, or none and the former code panicked (index out of range); for those the former
-// code runs unchanged, so the output stays exactly what it was, odd as it is (see
-// TestRedactMatchesReference).
+// The groups are the ones found in s. (The former implementation matched each match again
+// alone to get them; a match starting with ſ or K, which (?i) letters match but \b counts
+// as non-word, lost its leading \b alone: "_ſecret_token=abc" lost its ſ and "aſecret=abc"
+// panicked with an index out of range, a crash any transcript could trigger.)
 func replaceKeepingLabel(re *regexp.Regexp, s string) string {
 	locs := re.FindAllStringSubmatchIndex(s, -1)
 	if locs == nil {
@@ -130,16 +122,11 @@ func replaceKeepingLabel(re *regexp.Regexp, s string) string {
 	last := 0
 	for _, loc := range locs {
 		m := s[loc[0]:loc[1]]
-		var repl string
-		if isWordByte(m[0]) || m[0] >= utf8.RuneSelf && !strings.HasPrefix(m, "ſ") && !strings.HasPrefix(m, "K") {
-			tail := ""
-			if len(loc) > 4 && loc[4] >= 0 {
-				tail = s[loc[4]:loc[5]]
-			}
-			repl = keepLabel(m, s[loc[2]:loc[3]], tail)
-		} else {
-			repl = keepLabelRematched(re, m)
+		tail := ""
+		if len(loc) > 4 && loc[4] >= 0 {
+			tail = s[loc[4]:loc[5]]
 		}
+		repl := keepLabel(m, s[loc[2]:loc[3]], tail)
 		if repl == m {
 			continue // already redacted: s[last:loc[1]] is copied as it is
 		}
@@ -155,17 +142,6 @@ func replaceKeepingLabel(re *regexp.Regexp, s string) string {
 	}
 	b.WriteString(s[last:])
 	return b.String()
-}
-
-// keepLabelRematched is the former replacement of match m: the groups come from matching m
-// alone.
-func keepLabelRematched(re *regexp.Regexp, m string) string {
-	sub := re.FindStringSubmatch(m)
-	tail := ""
-	if len(sub) > 2 {
-		tail = sub[2]
-	}
-	return keepLabel(m, sub[1], tail)
 }
 
 // keepLabel is the replacement of match m with the given label (group 1) and tail (group 2).

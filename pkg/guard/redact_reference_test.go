@@ -33,6 +33,41 @@ func referenceRedact(s string) string {
 	return s
 }
 
+// fixedReferenceRedact is referenceRedact with its one defect fixed: the label of a
+// match is the group found in the text, not in the match matched again alone (which lost a
+// leading \b for a match starting with ſ or K, and then the label or the whole match).
+func fixedReferenceRedact(s string) string {
+	s = referenceRedactCards(s)
+	for _, re := range referenceSecretPatterns {
+		s = re.ReplaceAllString(s, Redacted)
+	}
+	for _, re := range referenceKeepPrefix {
+		var b strings.Builder
+		last := 0
+		for _, loc := range re.FindAllStringSubmatchIndex(s, -1) {
+			m, label := s[loc[0]:loc[1]], s[loc[2]:loc[3]]
+			rest := m[len(label):]
+			if strings.HasPrefix(rest, Redacted) || strings.HasPrefix(rest, `"`+Redacted) || strings.HasPrefix(rest, `'`+Redacted) {
+				continue
+			}
+			tail := ""
+			if len(loc) > 4 && loc[4] >= 0 {
+				tail = s[loc[4]:loc[5]]
+			}
+			b.WriteString(s[last:loc[0]])
+			if q := rest[0]; q == '"' || q == '\'' {
+				b.WriteString(label + string(q) + Redacted + string(q) + tail)
+			} else {
+				b.WriteString(label + Redacted + tail)
+			}
+			last = loc[1]
+		}
+		b.WriteString(s[last:])
+		s = b.String()
+	}
+	return s
+}
+
 var referenceSecretPatterns = []*regexp.Regexp{
 	// PEM private keys (RSA, EC, OPENSSH, PGP ...), whole block.
 	regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`),
