@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"sort"
 	"sync"
 	"testing"
@@ -124,12 +125,16 @@ func BenchmarkPipelineOverhead(b *testing.B) {
 
 func pipelineOverhead(b *testing.B, db storetest.DB) {
 	// The fake model answers from a child process: its CPU is not this process's, as a real
-	// model's (or MariaDB's server's) is not.
-	fake := llmtest.NewExternal(b, "echo")
+	// model's (or MariaDB's server's) is not. MATE_BENCH_FAKE_LLM=inprocess serves it from
+	// this process, as before (to compare with measurements made so).
+	llmOpt := withExternalLLM(llmtest.NewExternal(b, "echo"))
+	if os.Getenv("MATE_BENCH_FAKE_LLM") == "inprocess" {
+		llmOpt = withLLM(llmtest.New(b, echoLLM))
+	}
 	sqlc := &sqlCounter{}
 	// The shipped cooldown (each event is another agent's, so none waits for it): setting it
 	// is part of an extraction's cost.
-	h := newHarness(b, db, withExternalLLM(fake), withSyncAlways(), withSQLCounter(sqlc),
+	h := newHarness(b, db, llmOpt, withSyncAlways(), withSQLCounter(sqlc),
 		withSettings(func(s *Settings) { s.Memory.CooldownMinutes = 5 }))
 	const events = 200
 	for a := 1; a <= events; a++ {
