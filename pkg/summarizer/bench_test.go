@@ -127,9 +127,11 @@ func pipelineOverhead(b *testing.B, db storetest.DB) {
 	// The fake model answers from a child process: its CPU is not this process's, as a real
 	// model's (or MariaDB's server's) is not. MATE_BENCH_FAKE_LLM=inprocess serves it from
 	// this process, as before (to compare with measurements made so).
-	llmOpt := withExternalLLM(llmtest.NewExternal(b, "echo"))
+	var llmOpt harnessOption
 	if os.Getenv("MATE_BENCH_FAKE_LLM") == "inprocess" {
 		llmOpt = withLLM(llmtest.New(b, echoLLM))
+	} else {
+		llmOpt = withExternalLLM(llmtest.NewExternal(b, "echo"))
 	}
 	sqlc := &sqlCounter{}
 	// The shipped cooldown (each event is another agent's, so none waits for it): setting it
