@@ -16,44 +16,48 @@ const Redacted = "[REDACTED]"
 type pattern struct {
 	re       *regexp.Regexp
 	mayMatch func(s string) bool
+	// notSecret, when set, reports a matched value (the match after its label) that is
+	// prose rather than a secret: it is left as it is.
+	notSecret func(value string) bool
 }
 
 // secretPatterns match a whole secret, replaced by Redacted. Order matters: private key
 // blocks and tokens with a known shape first, then generic assignments.
 var secretPatterns = []pattern{
 	// PEM private keys (RSA, EC, OPENSSH, PGP ...), whole block.
-	{regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`), mayPEM},
+	{re: regexp.MustCompile(`-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----`), mayMatch: mayPEM},
 	// OpenAI (sk-..., sk-proj-...), Anthropic (sk-ant-...), DeepSeek and other sk- keys.
-	{regexp.MustCompile(`\bsk-(?:ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}`), maySK},
+	{re: regexp.MustCompile(`\bsk-(?:ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}`), mayMatch: maySK},
 	// AWS access key ids.
-	{regexp.MustCompile(`\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b`), mayAWS},
+	{re: regexp.MustCompile(`\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}\b`), mayMatch: mayAWS},
 	// GitHub tokens.
-	{regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})`), mayGitHub},
+	{re: regexp.MustCompile(`\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})`), mayMatch: mayGitHub},
 	// Slack tokens and webhook URLs.
-	{regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9\-]{10,}`), maySlack},
-	{regexp.MustCompile(`https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+`), mayContain("https://hooks.slack.com/services/")},
+	{re: regexp.MustCompile(`\bxox[abposr]-[A-Za-z0-9\-]{10,}`), mayMatch: maySlack},
+	{re: regexp.MustCompile(`https://hooks\.slack\.com/services/[A-Za-z0-9/_\-]+`), mayMatch: mayContain("https://hooks.slack.com/services/")},
 	// Google API keys.
-	{regexp.MustCompile(`\bAIza[0-9A-Za-z_\-]{35}`), mayContain("AIza")},
+	{re: regexp.MustCompile(`\bAIza[0-9A-Za-z_\-]{35}`), mayMatch: mayContain("AIza")},
 	// Stripe-style live/test secret keys.
-	{regexp.MustCompile(`\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}`), mayStripe},
+	{re: regexp.MustCompile(`\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}`), mayMatch: mayStripe},
 	// JSON Web Tokens.
-	{regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}`), mayJWT},
+	{re: regexp.MustCompile(`\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}`), mayMatch: mayJWT},
 }
 
 // keepPrefix patterns keep group 1 (the label) and replace the rest of the match.
 var keepPrefix = []pattern{
 	// Authorization: Bearer <token> / Basic <credentials>.
-	{regexp.MustCompile(`(?i)(\b(?:bearer|basic)\s+)[A-Za-z0-9._~+/\-]{12,}=*`), mayBearer},
+	// A plain word after "basic" or "bearer" is prose ("a basic understanding of it").
+	{re: regexp.MustCompile(`(?i)(\b(?:bearer|basic)\s+)[A-Za-z0-9._~+/\-]{12,}=*`), mayMatch: mayBearer, notSecret: isWord},
 	// Credentials inside URLs: scheme://user:password@host.
-	{regexp.MustCompile(`(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]+:)[^\s@/]+(@)`), mayURLPassword},
+	{re: regexp.MustCompile(`(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]+:)[^\s@/]+(@)`), mayMatch: mayURLPassword},
 	// password=..., api_key: "...", "secret": "...", client-secret = ... (the value up to
 	// whitespace, or the quoted string).
-	{regexp.MustCompile(`(?i)(\b(?:[a-z0-9]+[_\-])*(?:password|passwd|passphrase|pwd|secret|client[_\-]?secret|api[_\-]?key|apikey|access[_\-]?key(?:[_\-]?id)?|secret[_\-]?access[_\-]?key|private[_\-]?key|auth[_\-]?token|access[_\-]?token|refresh[_\-]?token|token)\b["']?\s*[:=]\s*)(?:"[^"\n]*"|'[^'\n]*'|[^\s,;"']+)`), mayAssignment},
+	{re: regexp.MustCompile(`(?i)(\b(?:[a-z0-9]+[_\-])*(?:password|passwd|passphrase|pwd|secret|client[_\-]?secret|api[_\-]?key|apikey|access[_\-]?key(?:[_\-]?id)?|secret[_\-]?access[_\-]?key|private[_\-]?key|auth[_\-]?token|access[_\-]?token|refresh[_\-]?token|token)\b["']?\s*[:=]\s*)(?:"[^"\n]*"|'[^'\n]*'|[^\s,;"']+)`), mayMatch: mayAssignment},
 	// Natural language: "my password is hunter2", "the PIN was 4821", "passcode: 1234",
 	// "API key is abc123" (a sentence's final period is not part of the secret).
-	{regexp.MustCompile(`(?i)(\b(?:password|passwd|passphrase|passcode|pin(?:\s+code)?|api\s+key|access\s+token|secret\s+key|security\s+code|cvv|cvc)\s+(?:is|was|=|:)\s*:?\s+)[^\s,;]*[^\s,;.!?)]`), mayPhrase},
+	{re: regexp.MustCompile(`(?i)(\b(?:password|passwd|passphrase|passcode|pin(?:\s+code)?|api\s+key|access\s+token|secret\s+key|security\s+code|cvv|cvc)\s+(?:is|was|=|:)\s*:?\s+)[^\s,;]*[^\s,;.!?)]`), mayMatch: mayPhrase},
 	// 密码：xxx, 口令是 xxx, 密钥=xxx, 令牌: xxx (full-width or ASCII separators).
-	{regexp.MustCompile(`((?:密码|口令|密钥|秘钥|令牌|验证码|支付密码|登录密码)\s*(?:是|为|[:：=])\s*)[^\s，。,;；、）)]+`), mayChineseLabel},
+	{re: regexp.MustCompile(`((?:密码|口令|密钥|秘钥|令牌|验证码|支付密码|登录密码)\s*(?:是|为|[:：=])\s*)[^\s，。,;；、）)]+`), mayMatch: mayChineseLabel},
 }
 
 // Redact masks secrets in s: API keys of known shapes (OpenAI/Anthropic sk-..., AWS, GitHub,
@@ -64,9 +68,8 @@ var keepPrefix = []pattern{
 // Redact is idempotent. It returns s itself when there is nothing to mask, and allocates
 // nothing when no pattern matches (a number failing the Luhn check included).
 //
-// Like the implementation before it, Redact panics when a label that (?i) matches starts
-// with ſ or K right after a word character and does not match alone, as in "aſecret=abc"
-// (see replaceKeepingLabel).
+// A plain word after "basic" or "bearer" ("a basic understanding of it") is prose, not a
+// credential, and is left alone.
 //
 // Each pattern runs on the output of the one before, as ReplaceAllString did; its
 // necessary condition is checked on that same text, so skipping a pattern never changes the
@@ -80,7 +83,7 @@ func Redact(s string) string {
 	}
 	for _, p := range keepPrefix {
 		if p.mayMatch(s) {
-			s = replaceKeepingLabel(p.re, s)
+			s = replaceKeepingLabel(p, s)
 		}
 	}
 	return s
@@ -113,8 +116,8 @@ func replaceAll(re *regexp.Regexp, s string) string {
 // alone to get them; a match starting with ſ or K, which (?i) letters match but \b counts
 // as non-word, lost its leading \b alone: "_ſecret_token=abc" lost its ſ and "aſecret=abc"
 // panicked with an index out of range, a crash any transcript could trigger.)
-func replaceKeepingLabel(re *regexp.Regexp, s string) string {
-	locs := re.FindAllStringSubmatchIndex(s, -1)
+func replaceKeepingLabel(p pattern, s string) string {
+	locs := p.re.FindAllStringSubmatchIndex(s, -1)
 	if locs == nil {
 		return s
 	}
@@ -126,7 +129,11 @@ func replaceKeepingLabel(re *regexp.Regexp, s string) string {
 		if len(loc) > 4 && loc[4] >= 0 {
 			tail = s[loc[4]:loc[5]]
 		}
-		repl := keepLabel(m, s[loc[2]:loc[3]], tail)
+		label := s[loc[2]:loc[3]]
+		if p.notSecret != nil && p.notSecret(m[len(label):]) {
+			continue
+		}
+		repl := keepLabel(m, label, tail)
 		if repl == m {
 			continue // already redacted: s[last:loc[1]] is copied as it is
 		}
@@ -142,6 +149,28 @@ func replaceKeepingLabel(re *regexp.Regexp, s string) string {
 	}
 	b.WriteString(s[last:])
 	return b.String()
+}
+
+// isWord reports whether v, less a sentence's final periods, is a plain word: lower-case
+// letters, possibly capitalised, or all capitals. Credentials (base64, random tokens, JWTs)
+// mix cases or hold digits or symbols.
+func isWord(v string) bool {
+	v = strings.TrimRight(v, ".")
+	if v == "" {
+		return false
+	}
+	lower, upper := 0, 0
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case 'a' <= c && c <= 'z':
+			lower++
+		case 'A' <= c && c <= 'Z':
+			upper++
+		default:
+			return false
+		}
+	}
+	return upper == 0 || lower == 0 || upper == 1 && 'A' <= v[0] && v[0] <= 'Z'
 }
 
 // keepLabel is the replacement of match m with the given label (group 1) and tail (group 2).

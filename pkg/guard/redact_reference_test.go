@@ -33,20 +33,30 @@ func referenceRedact(s string) string {
 	return s
 }
 
-// fixedReferenceRedact is referenceRedact with its one defect fixed: the label of a
-// match is the group found in the text, not in the match matched again alone (which lost a
-// leading \b for a match starting with ſ or K, and then the label or the whole match).
-func fixedReferenceRedact(s string) string {
+// fixedReferenceRedact is referenceRedact with its two defects fixed: the label of a match
+// is the group found in the text, not in the match matched again alone (which lost a
+// leading \b for a match starting with ſ or K, and then the label or the whole match); and
+// a plain word after "bearer" or "basic" is left alone ("a basic understanding of it").
+func fixedReferenceRedact(s string) string { return fixedReference(s) }
+
+// referencePlainWord is a plain word (lower case, capitalised or all capitals) with a
+// sentence's final periods.
+var referencePlainWord = regexp.MustCompile(`^(?:[a-z]+|[A-Z][a-z]+|[A-Z]+)\.*$`)
+
+func fixedReference(s string) string {
 	s = referenceRedactCards(s)
 	for _, re := range referenceSecretPatterns {
 		s = re.ReplaceAllString(s, Redacted)
 	}
-	for _, re := range referenceKeepPrefix {
+	for i, re := range referenceKeepPrefix {
 		var b strings.Builder
 		last := 0
 		for _, loc := range re.FindAllStringSubmatchIndex(s, -1) {
 			m, label := s[loc[0]:loc[1]], s[loc[2]:loc[3]]
 			rest := m[len(label):]
+			if i == 0 && referencePlainWord.MatchString(rest) {
+				continue // a plain word after bearer/basic is prose
+			}
 			if strings.HasPrefix(rest, Redacted) || strings.HasPrefix(rest, `"`+Redacted) || strings.HasPrefix(rest, `'`+Redacted) {
 				continue
 			}
