@@ -388,6 +388,7 @@ func (s *Service) settle(job Job, a *attempt, res Result) Result {
 const waitForMessages = 3
 
 func (s *Service) handle(ctx context.Context, job Job, a *attempt) (res Result) {
+	var early *lease.State // the agent's record, when a redelivery read it already
 	if !job.Urgent && job.Attempt > 1 {
 		// A redelivery, most often of an event deferred for the cooldown: the first delivery
 		// stored its messages and registered its conversation, so while the cooldown runs it
@@ -397,6 +398,7 @@ func (s *Service) handle(ctx context.Context, job Job, a *attempt) (res Result) 
 			if r, wait := s.cooldownResult(job.AgentID, st.CooldownUntil); wait {
 				return r
 			}
+			early = &st
 		}
 	}
 	ev := job.Event
@@ -413,6 +415,18 @@ func (s *Service) handle(ctx context.Context, job Job, a *attempt) (res Result) 
 		if skip {
 			return Result{Status: store.RunSkipped, Reason: reason, Covered: true}
 		}
+	}
+	// One read of the agent's record says whether its cooldown runs, whether its lease is
+	// held and who waits for the cooldown; the lease is taken from exactly that revision, so
+	// all that still holds when it is. It is read while the conversation is counted.
+	recc := make(chan stateRead, 1)
+	if early != nil {
+		recc <- stateRead{st: *early}
+	} else {
+		go func() {
+			st, err := s.d.Leases.Read(ctx, job.AgentID)
+			recc <- stateRead{st, err}
+		}()
 	}
 	count, last, wm, registered, err := s.convStats(ctx, job.AgentID, job.ConversationID)
 	if err != nil {
@@ -443,13 +457,11 @@ func (s *Service) handle(ctx context.Context, job Job, a *attempt) (res Result) 
 		a.registered = true
 		return nil
 	}
-	// One read of the agent's record says whether its cooldown runs, whether its lease is
-	// held and who waits for the cooldown; the lease is taken from exactly that revision, so
-	// all that still holds when it is.
-	st, err := s.d.Leases.Read(ctx, job.AgentID)
-	if err != nil {
-		return transient(err.Error(), job.Attempt, s)
+	rec := <-recc
+	if rec.err != nil {
+		return transient(rec.err.Error(), job.Attempt, s)
 	}
+	st := rec.st
 	a.waiter = job.Event != nil && !job.Manual && st.Waiter == job.EventID
 	// Events acknowledged into the agent's next extraction are swept up by their waiter, or
 	// by any job once the waiter is overdue.
@@ -532,6 +544,12 @@ func (s *Service) handle(ctx context.Context, job Job, a *attempt) (res Result) 
 		res.Reason = "force: " + res.Reason
 	}
 	return res
+}
+
+// stateRead is an agent's record read concurrently with other work.
+type stateRead struct {
+	st  lease.State
+	err error
 }
 
 // agentRead is an agent read concurrently with other work.
