@@ -48,8 +48,11 @@ type Worker struct {
 	adv    *nats.Subscription
 	once   sync.Once
 
-	// settled, set by tests and benchmarks, is called after a delivery was settled.
-	settled func(msg jetstream.Msg, res Result)
+	// settled, set by tests and benchmarks, is called after a delivery was settled (acked,
+	// NAKed or dead-lettered), which can be before the lease's release is done; finished is
+	// called once the worker is done with the delivery.
+	settled  func(msg jetstream.Msg, res Result)
+	finished func(msg jetstream.Msg, res Result)
 }
 
 // WorkerOption configures a Worker.
@@ -227,6 +230,9 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 	}
 	if !settled {
 		w.settle(ctx, msg, job, req, kind, res)
+	}
+	if w.finished != nil {
+		w.finished(msg, res)
 	}
 }
 
