@@ -50,9 +50,9 @@ var keepPrefix = []pattern{
 	{re: regexp.MustCompile(`(?i)(\b(?:bearer|basic)\s+)[A-Za-z0-9._~+/\-]{12,}=*`), mayMatch: mayBearer, notSecret: isWord},
 	// Credentials inside URLs: scheme://user:password@host.
 	{re: regexp.MustCompile(`(\b[a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@]+:)[^\s@/]+(@)`), mayMatch: mayURLPassword},
-	// password=..., api_key: "...", "secret": "...", client-secret = ... (the value up to
-	// whitespace, or the quoted string).
-	{re: regexp.MustCompile(`(?i)(\b(?:[a-z0-9]+[_\-])*(?:password|passwd|passphrase|pwd|secret|client[_\-]?secret|api[_\-]?key|apikey|access[_\-]?key(?:[_\-]?id)?|secret[_\-]?access[_\-]?key|private[_\-]?key|auth[_\-]?token|access[_\-]?token|refresh[_\-]?token|token)\b["']?\s*[:=]\s*)(?:"[^"\n]*"|'[^'\n]*'|[^\s,;"']+)`), mayMatch: mayAssignment},
+	// password=..., passcode: ..., api_key: "...", "secret": "...", client-secret = ... (the
+	// value up to whitespace, or the quoted string).
+	{re: regexp.MustCompile(`(?i)(\b(?:[a-z0-9]+[_\-])*(?:password|passwd|passphrase|passcode|pwd|secret|client[_\-]?secret|api[_\-]?key|apikey|access[_\-]?key(?:[_\-]?id)?|secret[_\-]?access[_\-]?key|private[_\-]?key|auth[_\-]?token|access[_\-]?token|refresh[_\-]?token|token)\b["']?\s*[:=]\s*)(?:"[^"\n]*"|'[^'\n]*'|[^\s,;"']+)`), mayMatch: mayAssignment},
 	// Natural language: "my password is hunter2", "the PIN was 4821", "passcode: 1234",
 	// "API key is abc123" (a sentence's final period is not part of the secret).
 	{re: regexp.MustCompile(`(?i)(\b(?:password|passwd|passphrase|passcode|pin(?:\s+code)?|api\s+key|access\s+token|secret\s+key|security\s+code|cvv|cvc)\s+(?:is|was|=|:)\s*:?\s+)[^\s,;]*[^\s,;.!?)]`), mayMatch: mayPhrase},

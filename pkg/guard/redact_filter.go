@@ -137,7 +137,7 @@ func mayURLPassword(s string) bool {
 // client_secret ends in secret, api_key, apikey, access_key, secret_access_key and
 // private_key in key, access_key_id in keyid, key_id or key-id, auth_token, access_token
 // and refresh_token in token.
-var assignmentKeys = []string{"password", "passwd", "passphrase", "pwd", "secret", "key", "keyid", "key_id", "key-id", "token"}
+var assignmentKeys = []string{"password", "passwd", "passphrase", "passcode", "pwd", "secret", "key", "keyid", "key_id", "key-id", "token"}
 
 // mayAssignment: `(?i)...(?:password|...|token)\b["']?\s*[:=]`: before some ':' or '=',
 // after whitespace and one quote, a keyword ends.

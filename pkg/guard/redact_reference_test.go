@@ -33,11 +33,20 @@ func referenceRedact(s string) string {
 	return s
 }
 
-// fixedReferenceRedact is referenceRedact with its two defects fixed: the label of a match
+// fixedReferenceRedact is referenceRedact with its three defects fixed (the third: passcode
+// is an assignment keyword, fixedKeepPrefix): the label of a match
 // is the group found in the text, not in the match matched again alone (which lost a
 // leading \b for a match starting with ſ or K, and then the label or the whole match); and
 // a plain word after "bearer" or "basic" is left alone ("a basic understanding of it").
 func fixedReferenceRedact(s string) string { return fixedReference(s) }
+
+// fixedKeepPrefix is referenceKeepPrefix with passcode among the assignment keywords (the
+// former patterns left "passcode: 1234" unmasked).
+var fixedKeepPrefix = func() []*regexp.Regexp {
+	out := append([]*regexp.Regexp(nil), referenceKeepPrefix...)
+	out[2] = regexp.MustCompile(strings.Replace(out[2].String(), "(?:password|passwd|passphrase|", "(?:password|passwd|passphrase|passcode|", 1))
+	return out
+}()
 
 // referencePlainWord is a plain word (lower case, capitalised or all capitals) with a
 // sentence's final periods.
@@ -48,7 +57,7 @@ func fixedReference(s string) string {
 	for _, re := range referenceSecretPatterns {
 		s = re.ReplaceAllString(s, Redacted)
 	}
-	for i, re := range referenceKeepPrefix {
+	for i, re := range fixedKeepPrefix {
 		var b strings.Builder
 		last := 0
 		for _, loc := range re.FindAllStringSubmatchIndex(s, -1) {
