@@ -33,13 +33,6 @@ func referenceRedact(s string) string {
 	return s
 }
 
-// fixedReferenceRedact is referenceRedact with its three defects fixed (the third: passcode
-// is an assignment keyword, fixedKeepPrefix): the label of a match
-// is the group found in the text, not in the match matched again alone (which lost a
-// leading \b for a match starting with ſ or K, and then the label or the whole match); and
-// a plain word after "bearer" or "basic" is left alone ("a basic understanding of it").
-func fixedReferenceRedact(s string) string { return fixedReference(s) }
-
 // fixedKeepPrefix is referenceKeepPrefix with passcode among the assignment keywords (the
 // former patterns left "passcode: 1234" unmasked).
 var fixedKeepPrefix = func() []*regexp.Regexp {
@@ -52,7 +45,12 @@ var fixedKeepPrefix = func() []*regexp.Regexp {
 // sentence's final periods.
 var referencePlainWord = regexp.MustCompile(`^(?:[a-z]+|[A-Z][a-z]+|[A-Z]+)\.*$`)
 
-func fixedReference(s string) string {
+// fixedReferenceRedact is referenceRedact with its three defects fixed: the label of a
+// match is the group found in the text, not in the match matched again alone (which lost a
+// leading \b for a match starting with ſ or K, and then the label or the whole match); a
+// plain word after "bearer" or "basic" is left alone ("a basic understanding of it"); and
+// passcode is an assignment keyword (fixedKeepPrefix).
+func fixedReferenceRedact(s string) string {
 	s = referenceRedactCards(s)
 	for _, re := range referenceSecretPatterns {
 		s = re.ReplaceAllString(s, Redacted)

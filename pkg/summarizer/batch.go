@@ -101,8 +101,8 @@ func (s *Service) convStats(ctx context.Context, agentID int64, conv string) (co
 // (it waits for the cooldown, is coalesced, finds the lease held, or is dead-lettered): the
 // agent's next extraction covers its conversation.
 func (s *Service) register(ctx context.Context, agentID int64, conv string) error {
-	// Plain statements rather than gorm's builders (issue 14). MySQL reports 0 rows for an
-	// update that changes nothing, SQLite for a conflict left alone.
+	// A plain statement rather than gorm's builders (issue 14); a row already there is left
+	// as it is.
 	insert := "INSERT INTO mate_extraction_watermark (agent_id, conversation_id, last_message_id, update_time) VALUES (?, ?, 0, ?) "
 	if s.d.DB.Dialector.Name() == "mysql" {
 		insert += "ON DUPLICATE KEY UPDATE agent_id = agent_id"
