@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -148,7 +149,12 @@ func newHarness(t testing.TB, db storetest.DB, opts ...harnessOption) *harness {
 	return h
 }
 
-func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+func quietLog() *slog.Logger {
+	if os.Getenv("MATE_DEBUG_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
 
 // service builds a Service with its own lease owner, as a separate worker process would.
 func (h *harness) service(owner string) *Service {

@@ -261,16 +261,28 @@ var (
 	idleChecks     = 3
 )
 
-// awaitOutcome waits for the worker's answer on sub; idle reports that no worker pulls
-// from the consumer.
-func (api API) awaitOutcome(ctx context.Context, sub *nats.Subscription) (msg *nats.Msg, idle bool, err error) {
+// awaitOutcome waits for the worker's answer to request requestID on sub; idle reports
+// that no worker pulls from the consumer. The answer is a plain NATS message, which is lost
+// when it crosses a cluster before the subscription's interest did, or while a connection
+// reconnects: the run ledger, which holds the outcome before it is sent, is read at each
+// check, so a lost answer costs a second at most.
+func (api API) awaitOutcome(ctx context.Context, sub *nats.Subscription, agentID int64, requestID string) (out event.Outcome, idle bool, err error) {
 	misses := 0
 	for {
 		wctx, cancel := context.WithTimeout(ctx, idleCheckEvery)
-		msg, err = sub.NextMsgWithContext(wctx)
+		msg, err := sub.NextMsgWithContext(wctx)
 		cancel()
-		if err == nil || ctx.Err() != nil {
-			return msg, false, err
+		if err == nil {
+			if err := json.Unmarshal(msg.Data, &out); err != nil {
+				return out, false, fmt.Errorf("%w: %w", errUnreadableOutcome, err)
+			}
+			return out, false, nil
+		}
+		if ctx.Err() != nil {
+			return out, false, ctx.Err()
+		}
+		if o, ok := api.recordedOutcome(ctx, agentID, requestID); ok {
+			return o, false, nil
 		}
 		if api.JS == nil {
 			continue
@@ -287,7 +299,22 @@ func (api API) awaitOutcome(ctx context.Context, sub *nats.Subscription) (msg *n
 			misses = 0
 		}
 		if misses >= idleChecks {
-			return nil, true, nil
+			return out, true, nil
 		}
 	}
+}
+
+// recordedOutcome is the outcome of request requestID as the run ledger has it: the newest
+// run recorded under its id that a caller is answered with (a deferral is not an outcome).
+func (api API) recordedOutcome(ctx context.Context, agentID int64, requestID string) (event.Outcome, bool) {
+	if api.Ledger == nil {
+		return event.Outcome{}, false
+	}
+	runs, err := api.Ledger.List(ctx, ledger.Filter{AgentID: agentID, Kind: ledger.KindSummarize, EventID: requestID, Limit: 1})
+	if err != nil || len(runs) == 0 || runs[0].Status == store.RunDeferred {
+		return event.Outcome{}, false
+	}
+	r := runs[0]
+	return event.Outcome{Status: r.Status, Reason: r.Reason, RunID: r.RunID,
+		Retrying: r.Status == store.RunFailed && !strings.Contains(r.Reason, "dead-lettered")}, true
 }

@@ -2,7 +2,6 @@ package summarizer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -52,6 +51,14 @@ func (api API) Summarize(ctx context.Context, agentID int64, conversationID stri
 		return ManualOutcome{}, fmt.Errorf("%w: %w", errBusUnavailable, err)
 	}
 	defer sub.Unsubscribe()
+	// The request goes out on the publisher's connection and the worker answers on its own:
+	// the subscription must be known to the server before the request can be answered.
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err = api.NC.FlushWithContext(fctx)
+	cancel()
+	if err != nil {
+		return ManualOutcome{}, fmt.Errorf("%w: %w", errBusUnavailable, err)
+	}
 	req := event.SummarizeRequest{AgentID: agentID, ConversationID: conversationID, ReplyTo: inbox, Force: force}
 	ack, err := api.Publisher.PublishSummarize(ctx, &req)
 	if err != nil {
@@ -67,7 +74,7 @@ func (api API) Summarize(ctx context.Context, agentID int64, conversationID stri
 	defer cancel()
 	out := ManualOutcome{Seq: ack.Seq}
 	out.RequestID = req.RequestID
-	msg, idle, err := api.awaitOutcome(wctx, sub)
+	got, idle, err := api.awaitOutcome(wctx, sub, agentID, req.RequestID)
 	if idle || err != nil {
 		if ctx.Err() != nil {
 			return out, ctx.Err()
@@ -75,8 +82,7 @@ func (api API) Summarize(ctx context.Context, agentID int64, conversationID stri
 		out.Pending, out.NoWorker = true, idle
 		return out, nil
 	}
-	if err := json.Unmarshal(msg.Data, &out.Outcome); err != nil {
-		return out, fmt.Errorf("%w: %w", errUnreadableOutcome, err)
-	}
+	got.RequestID = req.RequestID
+	out.Outcome = got
 	return out, nil
 }
