@@ -46,7 +46,8 @@ func (h *Hub) Add(s *Server) {
 	set[s] = struct{}{}
 }
 
-// Remove stops telling s.
+// Remove stops telling s. Notifications already on their way still arrive: a caller that
+// closes what s reads (the database) waits for them with s.Drain.
 func (h *Hub) Remove(s *Server) {
 	if h == nil {
 		return
@@ -87,14 +88,21 @@ func (h *Hub) Changed(_ context.Context, agentID int64, filename string, version
 	}
 	var targets []*Server
 	for s := range h.servers[agentID] {
+		// Counted under the lock: once Remove(s) returns, no notification to s starts that
+		// s.notifying does not count.
+		s.notifying.Add(1)
 		targets = append(targets, s)
 	}
 	h.mu.Unlock()
 	for _, s := range targets {
 		go func() {
+			defer s.notifying.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
 			defer cancel()
 			s.Changed(ctx, filename)
 		}()
 	}
 }
+
+// Drain waits for the change notifications on their way to s (Hub.Changed's goroutines).
+func (s *Server) Drain() { s.notifying.Wait() }

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"reflect"
 	"strings"
+	"sync"
 
 	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -72,6 +73,9 @@ type Server struct {
 	agentID int64
 	opts    Options
 	res     *resources
+	// notifying counts the change notifications on their way to this server's sessions
+	// (Hub.Changed sends them on their own goroutines; they read the database).
+	notifying sync.WaitGroup
 }
 
 // New builds an MCP server whose tools and resources act for agentID only.

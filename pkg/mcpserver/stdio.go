@@ -18,7 +18,11 @@ func ServeStdio(ctx context.Context, t Caller, agentID int64, language string, h
 	transport := &mcp.IOTransport{Reader: readCloser(in), Writer: writeCloser(out)}
 	s := New(t, agentID, Options{Language: language, Transport: Stdio, Notify: true, Log: log})
 	hub.Add(s)
-	defer hub.Remove(s)
+	defer func() {
+		// The caller closes the database when this returns: no notification may still read it.
+		hub.Remove(s)
+		s.Drain()
+	}()
 	err := s.Run(ctx, transport)
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrClosedPipe) || errors.Is(err, syscall.EPIPE) || errors.Is(err, context.Canceled) {
 		// The client went away (closed our stdin or stdout) or the process is stopping: a
