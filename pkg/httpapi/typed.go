@@ -290,12 +290,51 @@ func decodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return err
+		return withAccepted(data, v, err)
 	}
 	if dec.More() {
 		return errors.New("more than one JSON value")
 	}
 	return nil
+}
+
+// withAccepted adds to an unknown top-level field's error the fields the body accepts, so a
+// caller who guessed a name ("limit" for maxResults) learns the right one.
+func withAccepted(data []byte, v any, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "json: unknown field ")
+	if !ok {
+		return err
+	}
+	name, _ = strconv.Unquote(name)
+	var top map[string]json.RawMessage
+	if json.Unmarshal(data, &top) != nil {
+		return err
+	}
+	if _, ok := top[name]; !ok {
+		return err // a nested object's field: the top level's names would mislead
+	}
+	t := reflect.TypeOf(v)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() != reflect.Struct {
+		return err
+	}
+	var fields []string
+	for f := range t.Fields() {
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case tag == "-" || !f.IsExported():
+		case tag != "":
+			fields = append(fields, tag)
+		case !f.Anonymous:
+			fields = append(fields, f.Name)
+		}
+	}
+	if len(fields) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w; accepted: %s", err, strings.Join(fields, ", "))
 }
 
 // adapter mounts huma operations on the server's ServeMux, wrapped in its concerns.

@@ -27,6 +27,9 @@ type probeInput struct {
 	Need  int64  `query:"need" required:"true" minimum:"1"`
 	Body  struct {
 		Text *string `json:"text"`
+		Opts *struct {
+			Deep bool `json:"deep"`
+		} `json:"opts,omitempty"`
 	}
 }
 
@@ -72,7 +75,9 @@ func TestTypedOperationMessages(t *testing.T) {
 		{ok + "&force=maybe", `{"text":"x"}`, 400, `force must be true or false, got "maybe"`},
 		{"/api/v1/agents/1/probe/ab", `{"text":"x"}`, 400, "query parameter need is required"},
 		{ok, ``, 400, "request body is empty"},
-		{ok, `{"text":"x","other":1}`, 400, `invalid JSON body: json: unknown field "other"`},
+		{ok, `{"text":"x","other":1}`, 400, `invalid JSON body: json: unknown field "other"; accepted: text, opts`},
+		// A nested object's field: the top level's names would mislead.
+		{ok, `{"text":"x","opts":{"deeper":true}}`, 400, `invalid JSON body: json: unknown field "deeper"$`},
 		{ok, `{"text":1}`, 400, "invalid JSON body"},
 		{ok, `{"text":"x"} {}`, 400, "more than one JSON value"},
 		{ok, `{"text":"` + strings.Repeat("x", httpapi.MaxBodyBytes) + `"}`, 413, "request body exceeds 8388608 bytes"},
@@ -91,7 +96,12 @@ func TestTypedOperationMessages(t *testing.T) {
 			t.Errorf("%s %.40q: %d %s, want %d", c.path, c.body, resp.StatusCode, raw, c.status)
 			continue
 		}
-		if c.msg != "" && !strings.Contains(string(raw), strings.ReplaceAll(c.msg, `"`, `\"`)) {
+		// A message ending in $ must end the envelope's msg.
+		want := strings.ReplaceAll(strings.TrimSuffix(c.msg, "$"), `"`, `\"`)
+		if strings.HasSuffix(c.msg, "$") {
+			want += `"}`
+		}
+		if c.msg != "" && !strings.Contains(string(raw), want) {
 			t.Errorf("%s %.40q: %s, want a message with %q", c.path, c.body, raw, c.msg)
 		}
 	}
