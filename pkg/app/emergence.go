@@ -62,7 +62,7 @@ func (a *App) buildEmergence(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("provision kv bucket %s: %w", bus.BucketManualEmergence, err)
 		}
-		trigger := emergence.NewTrigger(a.JS, 0, tracing.With(a.messaging())).WithRateLimit(limit)
+		trigger := emergence.NewTrigger(a.JS, 0, tracing.With(a.messaging())).WithRateLimit(limit).WithLedger(runs)
 		a.parts.emergence = trigger
 		emergence.RegisterHTTP(a.HTTP, trigger)
 	}

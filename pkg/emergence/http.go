@@ -17,6 +17,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/bus"
 	"github.com/matememory/matememory/pkg/httpapi"
+	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/tracing"
 )
@@ -35,7 +36,15 @@ type Trigger struct {
 	limit jetstream.KeyValue
 	// flight coalesces concurrent requests for one agent in this process.
 	flight singleflight.Group
+	// runs, when set, is read while the outcome is awaited, in case the answer is lost.
+	runs *ledger.Ledger
 }
+
+// WithLedger makes the trigger read the run ledger once a second while it waits: the
+// worker's answer is a core NATS message, lost when it crosses a cluster before the
+// caller's interest did or while a connection reconnects, and the run's row is committed
+// before the answer is sent.
+func (t *Trigger) WithLedger(l *ledger.Ledger) *Trigger { t.runs = l; return t }
 
 // WithRateLimit makes the trigger accept one manual request per agent per the bucket's TTL
 // (ManualLimitBucket); concurrent requests for the agent share one run, later ones within
@@ -110,18 +119,17 @@ func (t *Trigger) run(ctx context.Context, agentID int64, wait time.Duration) (R
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	m, err := sub.NextMsgWithContext(wctx)
+	out, err := t.await(wctx, sub, agentID, req.RequestID)
 	if err != nil {
 		if ctx.Err() != nil {
 			return res, ctx.Err()
 		}
+		if wctx.Err() == nil {
+			return res, err
+		}
 		res.Status = "pending"
 		res.Reason = fmt.Sprintf("no outcome after %s: the request is queued or running (waiting for the agent's lease, a worker or the model); it will still run, and its outcome will be in the run ledger under event id %s", wait, req.RequestID)
 		return res, nil
-	}
-	var out Outcome
-	if err := json.Unmarshal(m.Data, &out); err != nil {
-		return res, failedf("unreadable outcome: %v", err)
 	}
 	res.RunID, res.RunStatus, res.Reason = out.RunID, out.Status, out.Reason
 	switch out.Status {
@@ -139,6 +147,38 @@ func (t *Trigger) run(ctx context.Context, agentID int64, wait time.Duration) (R
 		return res, failedf("%s", reason)
 	}
 	return res, nil
+}
+
+// ledgerCheckEvery is how often a waiting manual request reads the run ledger.
+var ledgerCheckEvery = time.Second
+
+// await waits for the worker's answer to request requestID on sub, or for its run in the
+// ledger (WithLedger). The ledger's row does not say whether a failure is retried.
+func (t *Trigger) await(ctx context.Context, sub *nats.Subscription, agentID int64, requestID string) (Outcome, error) {
+	for {
+		wait := ctx
+		var cancel context.CancelFunc = func() {}
+		if t.runs != nil {
+			wait, cancel = context.WithTimeout(ctx, ledgerCheckEvery)
+		}
+		m, err := sub.NextMsgWithContext(wait)
+		cancel()
+		if err == nil {
+			var out Outcome
+			if err := json.Unmarshal(m.Data, &out); err != nil {
+				return Outcome{}, failedf("unreadable outcome: %v", err)
+			}
+			return out, nil
+		}
+		if ctx.Err() != nil || t.runs == nil {
+			return Outcome{}, err
+		}
+		runs, lerr := t.runs.List(ctx, ledger.Filter{AgentID: agentID, Kind: ledger.KindEmergence, EventID: requestID, Limit: 1})
+		if lerr == nil && len(runs) > 0 && runs[0].Status != store.RunDeferred {
+			r := runs[0]
+			return Outcome{RequestID: requestID, RunID: r.RunID, Status: r.Status, Reason: r.Reason}, nil
+		}
+	}
 }
 
 // admit takes the agent's manual-request slot for the cooldown, or answers 429 naming the
