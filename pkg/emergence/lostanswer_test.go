@@ -32,7 +32,7 @@ func TestManualEmergenceLostAnswerReadFromTheLedger(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const wait = 8 * time.Second
+	const wait = 30 * time.Second
 	ctx := context.Background()
 
 	start := time.Now()
@@ -43,7 +43,7 @@ func TestManualEmergenceLostAnswerReadFromTheLedger(t *testing.T) {
 	if res.Status != store.RunSkipped || res.RunID == "" {
 		t.Fatalf("result %+v; want skipped with the run's id", res)
 	}
-	if d := time.Since(start); d > wait/2 {
+	if d := time.Since(start); d > wait/3 { // far below the wait, even on a loaded machine
 		t.Fatalf("the outcome took %s; the ledger is read once a second", d)
 	}
 	runs := f.runs(6)

@@ -49,7 +49,7 @@ func TestLostAnswerReadFromTheLedger(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		wctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		wctx, cancel = context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		out, idle, err := api.awaitOutcome(wctx, sub, 7, id)
 		if err != nil || idle {
@@ -58,7 +58,7 @@ func TestLostAnswerReadFromTheLedger(t *testing.T) {
 		if out.RunID != run.RunID || out.Status != store.RunFailed || out.Retrying {
 			t.Fatalf("outcome %+v; want run %s, failed, not retrying", out, run.RunID)
 		}
-		if d := time.Since(start); d > 3*idleCheckEvery {
+		if d := time.Since(start); d > 10*idleCheckEvery { // far below the wait, even on a loaded machine
 			t.Fatalf("the ledger's outcome took %s", d)
 		}
 	})
