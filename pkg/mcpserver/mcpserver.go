@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
@@ -310,7 +311,17 @@ func (s *Server) checkArgs(name string, schema *jsonschema.Resolved, raw json.Ra
 		}
 	}
 	if err := schema.Validate(args); err != nil {
-		return fmt.Sprintf("%s: invalid arguments: %v", name, err)
+		msg := fmt.Sprintf("%s: invalid arguments: %v", name, err)
+		// A model that guessed an argument's name ("limit") learns the right one.
+		if m, ok := args.(map[string]any); ok && len(tool.ArgNames(name)) > 0 {
+			accepted := tool.ArgNames(name)
+			for k := range m {
+				if !slices.Contains(accepted, k) {
+					return msg + "; accepted: " + strings.Join(accepted, ", ")
+				}
+			}
+		}
+		return msg
 	}
 	return ""
 }

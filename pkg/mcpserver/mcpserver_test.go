@@ -330,7 +330,7 @@ func TestHTTPToolErrorsCarryTheRESTMessage(t *testing.T) {
 		{"missing file", tool.ReadFile, map[string]any{"filename": "nope.md"}, http.StatusNotFound, ""},
 		{"traversal", tool.ReadFile, map[string]any{"filename": "../x.md"}, http.StatusBadRequest, ""},
 		{"missing argument", tool.WriteFile, map[string]any{"filename": "a.md"}, http.StatusBadRequest, `write_workspace_memory_file: invalid arguments: validating root: required: missing properties: ["content"]`},
-		{"unknown argument", tool.ListFiles, map[string]any{"prefix": "memory/"}, http.StatusBadRequest, `list_workspace_memory_files: invalid arguments: validating root: unexpected additional properties ["prefix"]`},
+		{"unknown argument", tool.ListFiles, map[string]any{"prefix": "memory/"}, http.StatusBadRequest, `list_workspace_memory_files: invalid arguments: validating root: unexpected additional properties ["prefix"]; accepted: filenamePrefix`},
 		{"empty oldText", tool.EditFile, map[string]any{"filename": "MEMORY.md", "oldText": "", "newText": "x"}, http.StatusBadRequest, "minLength"},
 		{"wrong type", tool.EditFile, map[string]any{"filename": "MEMORY.md", "oldText": "a", "newText": "b", "replaceAll": "yes"}, http.StatusBadRequest, "replaceAll"},
 		{"line below 1", tool.ReadLines, map[string]any{"filename": "MEMORY.md", "startLine": 0}, http.StatusBadRequest, "minimum"},

@@ -49,8 +49,8 @@ func Definitions(language string) []Definition {
 	}
 }
 
-// argNames lists the arguments a tool accepts (for error messages).
-func argNames(tool string) []string {
+// ArgNames lists the arguments a tool accepts (for error messages; nil for an unknown tool).
+func ArgNames(tool string) []string {
 	switch tool {
 	case ListFiles:
 		return []string{"filenamePrefix"}

@@ -300,7 +300,7 @@ func decodeArgs(tool string, raw json.RawMessage, v any) error {
 		case errors.As(err, &te):
 			return badArgs("%s: argument %s must be a %s, got %s", tool, te.Field, jsonType(te.Type.Kind().String()), te.Value)
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
-			return badArgs("%s: %s; accepted: %s", tool, strings.TrimPrefix(err.Error(), "json: "), strings.Join(argNames(tool), ", "))
+			return badArgs("%s: %s; accepted: %s", tool, strings.TrimPrefix(err.Error(), "json: "), strings.Join(ArgNames(tool), ", "))
 		}
 		return badArgs("%s: invalid arguments: %v", tool, err)
 	}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -360,6 +362,27 @@ func TestWriteWithExpectedVersion(t *testing.T) {
 			}
 			if !strings.Contains(string(d.Function.Parameters), `"expectedVersion"`) || !strings.Contains(d.Function.Description, tool.EditFile) {
 				t.Fatalf("%s definition of %s: %s / %s", lang, d.Function.Name, d.Function.Description, d.Function.Parameters)
+			}
+		}
+	}
+}
+
+// TestArgNamesMatchTheSchemas: the names an unknown argument's error lists are exactly the
+// properties of the tool's input schema, for every tool in both languages.
+func TestArgNamesMatchTheSchemas(t *testing.T) {
+	for _, lang := range []string{"zh", "en"} {
+		defs := append(append(tool.Definitions(lang), tool.RecallDefinitions(lang)...), tool.MoreDefinitions(lang)...)
+		for _, d := range defs {
+			var schema struct {
+				Properties map[string]json.RawMessage `json:"properties"`
+			}
+			if err := json.Unmarshal(d.Function.Parameters, &schema); err != nil {
+				t.Fatal(err)
+			}
+			got := tool.ArgNames(d.Function.Name)
+			want := slices.Sorted(maps.Keys(schema.Properties))
+			if !slices.Equal(slices.Sorted(slices.Values(got)), want) {
+				t.Errorf("%s (%s): ArgNames %v, schema properties %v", d.Function.Name, lang, got, want)
 			}
 		}
 	}
