@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,7 +18,13 @@ import (
 // the events of c2…c<n> to the service while the cooldown runs.
 func coalesceSetup(t *testing.T, db storetest.DB, n int) (*harness, *Service, []Result) {
 	t.Helper()
-	fake := llmtest.New(t, echoLLM)
+	return coalesceSetupWith(t, db, n, echoLLM)
+}
+
+// coalesceSetupWith is coalesceSetup with the model answering llm.
+func coalesceSetupWith(t *testing.T, db storetest.DB, n int, llm func(llmtest.Received) llmtest.Reply) (*harness, *Service, []Result) {
+	t.Helper()
+	fake := llmtest.New(t, llm)
 	h := newHarness(t, db, withLLM(fake), withSettings(func(s *Settings) { s.Memory.CooldownMinutes = 0.02 })) // 1.2 s
 	ctx := context.Background()
 	for c := 1; c <= n; c++ {
@@ -149,6 +156,38 @@ func TestOverdueWaiterIsSweptByTheNextEvent(t *testing.T) {
 		}
 		if st := h.record(svc, 1); st.Waiter != "" {
 			t.Fatalf("the late waiter did not stand down: %+v", st)
+		}
+	})
+}
+
+// A waiter dead-lettered while events were acknowledged into its extraction says so in its
+// reason (the ledger's and the dead letter's): retrying it extracts them too.
+func TestDeadLetteredWaiterNamesItsCoalescedEvents(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		var down atomic.Bool
+		h, svc, results := coalesceSetupWith(t, db, 4, func(r llmtest.Received) llmtest.Reply {
+			if down.Load() {
+				return llmtest.Reply{Status: 503, Content: "overloaded"}
+			}
+			return echoLLM(r)
+		})
+		if !results[0].Retry || results[1].Deferral != deferralCoalesced || results[2].Deferral != deferralCoalesced {
+			t.Fatalf("results %+v", results)
+		}
+		down.Store(true)
+		afterCooldown(t, h, svc)
+		waiter := JobFromEvent(completed(1, "c2", "e-2", 4))
+		waiter.Attempt, waiter.LastAttempt = h.set.MaxDeliver, true
+		res := svc.Handle(context.Background(), waiter)
+		if !res.DeadLetter || !strings.Contains(res.Reason, "2 events were acknowledged into this extraction") ||
+			!strings.HasSuffix(res.Reason, "(dead-lettered)") {
+			t.Fatalf("dead-lettered waiter: %+v", res)
+		}
+		if runs := h.runs("e-2"); len(runs) != 1 || runs[0].Reason != res.Reason {
+			t.Fatalf("the waiter's ledger row %+v, want the reason %q", runs, res.Reason)
+		}
+		if st := h.record(svc, 1); len(st.Coalesced) != 2 {
+			t.Fatalf("record %+v: the coalesced events must stay listed for the retry", st)
 		}
 	})
 }

@@ -291,6 +291,8 @@ type attempt struct {
 	waiter        bool
 	coalesced     []lease.Coalesced
 	coalescedDone bool
+	// behind is how many events the agent's record listed as coalesced behind this waiter.
+	behind int
 	// releasing, when set, is closed once the lease's release, running alongside the
 	// settlement of the delivery, is done.
 	releasing chan struct{}
@@ -372,6 +374,11 @@ func (s *Service) settle(job Job, a *attempt, res Result) Result {
 	// The reason may quote the model, which may quote the user: secrets are masked before
 	// it reaches the ledger or a manual caller.
 	res.Reason = guard.Redact(res.Reason)
+	if res.DeadLetter && a.waiter && a.behind > 0 {
+		// Those events were acknowledged: this dead letter is what extracts them, when
+		// retried (or the agent's next event, or a manual summarize).
+		res.Reason += fmt.Sprintf("; %d events were acknowledged into this extraction during the cooldown: retrying this dead letter extracts them too", a.behind)
+	}
 	if res.DeadLetter && !strings.Contains(res.Reason, "dead-lettered") {
 		// Final: nothing retries it (the Go client's WaitRun stops on this word).
 		res.Reason += " (dead-lettered)"
@@ -463,6 +470,9 @@ func (s *Service) handle(ctx context.Context, job Job, a *attempt) (res Result) 
 	}
 	st := rec.st
 	a.waiter = job.Event != nil && !job.Manual && st.Waiter == job.EventID
+	if a.waiter {
+		a.behind = len(st.Coalesced)
+	}
 	// Events acknowledged into the agent's next extraction are swept up by their waiter, or
 	// by any job once the waiter is overdue.
 	sweep := len(st.Coalesced) > 0 && (a.waiter || !s.waiterLive(st))
