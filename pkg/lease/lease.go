@@ -165,6 +165,11 @@ func (m *Manager) Read(ctx context.Context, agentID int64) (State, error) {
 	if err != nil {
 		return State{}, fmt.Errorf("read lease record of agent %d: %w", agentID, err)
 	}
+	return m.state(e), nil
+}
+
+// state decodes a record as read.
+func (m *Manager) state(e jetstream.KeyValueEntry) State {
 	st := State{Revision: e.Revision()}
 	if err := json.Unmarshal(e.Value(), &st.Record); err != nil {
 		// Unreadable: treated as a holder's until it would have expired.
@@ -177,7 +182,35 @@ func (m *Manager) Read(ctx context.Context, agentID int64) (State, error) {
 			st.Expires = e.Created().Add(m.ttl)
 		}
 	}
-	return st, nil
+	return st
+}
+
+// Scan calls fn with every agent's record, as the bucket holds them now (one pass over the
+// bucket's current values, not a read per key).
+func (m *Manager) Scan(ctx context.Context, fn func(agentID int64, st State)) error {
+	w, err := m.kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return fmt.Errorf("scan lease records: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok {
+				return fmt.Errorf("scan lease records: the watch ended early")
+			}
+			if e == nil {
+				return nil // the current values are all delivered
+			}
+			id, err := strconv.ParseInt(e.Key(), 10, 64)
+			if err != nil || id <= 0 {
+				continue // not an agent's record (the scheduler's leader key is 0)
+			}
+			fn(id, m.state(e))
+		}
+	}
 }
 
 // Acquire takes the lease on agentID for purpose, or returns ErrHeld (wrapped with the

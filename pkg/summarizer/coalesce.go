@@ -26,7 +26,8 @@ import (
 // come back by its deadline (the cooldown's end plus AckWait and a minute: its worker died
 // and AckWait ran out, or it was dead-lettered), the next event of the agent becomes the
 // waiter, and the next extraction of the agent, whichever job runs it, sweeps the coalesced
-// events up. A dead-lettered waiter stays visible on MATE_DLQ; retrying it runs that sweep.
+// events up. A dead-lettered waiter stays visible on MATE_DLQ; retrying it runs that sweep,
+// and so does the workers' stranded sweep (sweep.go) when the agent sends nothing more.
 
 // deferralCoalesced is the Result.Deferral of an event acknowledged into the agent's next
 // extraction.

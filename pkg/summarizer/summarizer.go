@@ -87,6 +87,9 @@ type Settings struct {
 	// DBTimeout bounds each database transaction made outside the handler's context (the
 	// commit of an extraction, the ledger row).
 	DBTimeout time.Duration
+	// SweepEvery is how often a worker looks for events coalesced behind a waiter that will
+	// not come back (sweep.go); 0 turns the sweep off.
+	SweepEvery time.Duration
 }
 
 // SettingsFrom derives Settings from the configuration.
@@ -111,6 +114,7 @@ func SettingsFrom(cfg config.Config) Settings {
 		DuplicateWindow: 10 * time.Minute,
 		HandlerTimeout:  3*llmTimeout + time.Minute,
 		DBTimeout:       10 * time.Second,
+		SweepEvery:      10 * time.Minute,
 	}
 }
 
@@ -204,6 +208,9 @@ type Job struct {
 	// Force (manual requests) re-extracts a conversation already extracted up to its end:
 	// its last transcript's worth of messages, with the same effect key for the same range.
 	Force bool
+	// Sweep is a request of the stranded sweep (sweep.go): it runs like an event's extraction,
+	// and a failure is not retried or dead-lettered (the next sweep tries again).
+	Sweep bool
 	// Attempt is the delivery number (1 for the first); LastAttempt is true when no
 	// redelivery will follow, so a result that wants a retry is dead-lettered instead.
 	Attempt     int
@@ -218,7 +225,7 @@ func JobFromEvent(e *event.ConversationCompletedEvent) Job {
 // JobFromRequest builds the job of a manual summarize request.
 func JobFromRequest(r *event.SummarizeRequest) Job {
 	return Job{EventID: r.RequestID, AgentID: r.AgentID, ConversationID: r.ConversationID, Manual: true,
-		Urgent: r.ReplyTo != "", Force: r.Force, Attempt: 1}
+		Urgent: r.ReplyTo != "", Force: r.Force, Sweep: r.Reason == sweepReason && r.ReplyTo == "", Attempt: 1}
 }
 
 // Result is what became of a job; the worker maps it to ack, NAK with Delay, or dead letter.
@@ -364,6 +371,12 @@ func cheapDeferral(res Result) bool {
 
 // settle turns what handling a job gave into its outcome, and fills the ledger row with it.
 func (s *Service) settle(job Job, a *attempt, res Result) Result {
+	if job.Sweep && res.Retry && res.Status == store.RunFailed {
+		// The coalesced events stay listed in the agent's record: the next sweep tries again,
+		// and a long outage does not fill the dead-letter queue with sweeps.
+		res.Retry, res.Delay = false, 0
+		res.Reason += "; the next sweep tries again"
+	}
 	if res.Retry && job.LastAttempt {
 		res = Result{Status: store.RunFailed, DeadLetter: true, FilesChanged: res.FilesChanged, Covered: res.Covered,
 			Reason: fmt.Sprintf("gave up after %d deliveries: %s", job.Attempt, res.Reason)}
@@ -375,9 +388,9 @@ func (s *Service) settle(job Job, a *attempt, res Result) Result {
 	// it reaches the ledger or a manual caller.
 	res.Reason = guard.Redact(res.Reason)
 	if res.DeadLetter && a.waiter && a.behind > 0 {
-		// Those events were acknowledged: this dead letter is what extracts them, when
-		// retried (or the agent's next event, or a manual summarize).
-		res.Reason += fmt.Sprintf("; %d events were acknowledged into this extraction during the cooldown: retrying this dead letter extracts them too", a.behind)
+		// Those events were acknowledged: the agent's next extraction covers them (its next
+		// event, a manual summarize, the workers' stranded sweep, or this dead letter retried).
+		res.Reason += fmt.Sprintf("; %d events were acknowledged into this extraction during the cooldown: the workers' stranded sweep extracts them once the model answers, or retrying this dead letter does", a.behind)
 	}
 	if res.DeadLetter && !strings.Contains(res.Reason, "dead-lettered") {
 		// Final: nothing retries it (the Go client's WaitRun stops on this word).

@@ -17,6 +17,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/bus"
 	"github.com/matememory/matememory/pkg/event"
+	"github.com/matememory/matememory/pkg/eventpub"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/tracing"
 )
@@ -94,6 +95,22 @@ func (w *Worker) Start() error {
 		return fmt.Errorf("subscribe to max-deliveries advisories: %w", err)
 	}
 	w.adv = adv
+	if w.svc.set.SweepEvery > 0 {
+		pub, err := eventpub.NewPublisher(w.nc, eventpub.WithSharedConn())
+		if err != nil {
+			_ = adv.Unsubscribe()
+			cancel()
+			return fmt.Errorf("publisher for the stranded sweep: %w", err)
+		}
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			w.svc.sweepLoop(ctx, func(ctx context.Context, r *event.SummarizeRequest) error {
+				_, err := pub.PublishSummarize(ctx, r)
+				return err
+			})
+		}()
+	}
 	for i := 0; i < w.svc.set.Concurrency; i++ {
 		w.wg.Add(1)
 		go func() {
