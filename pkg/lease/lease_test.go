@@ -14,7 +14,7 @@ import (
 	"github.com/matememory/matememory/pkg/lease"
 )
 
-func managers(t *testing.T, ttl time.Duration, owners ...string) ([]*lease.Manager, jetstream.JetStream) {
+func managers(t testing.TB, ttl time.Duration, owners ...string) ([]*lease.Manager, jetstream.JetStream) {
 	t.Helper()
 	_, d := bustest.Server(t)
 	var out []*lease.Manager

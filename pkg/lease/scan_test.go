@@ -8,26 +8,16 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/matememory/matememory/pkg/bus/bustest"
 	"github.com/matememory/matememory/pkg/lease"
 )
 
 // scanBucket is a lease bucket holding records for agents 1..n.
 func scanBucket(tb testing.TB, n int) (*lease.Manager, jetstream.KeyValue) {
 	tb.Helper()
-	_, d := bustest.Server(tb)
-	nc, err := d.Connect("scan")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
+	ms, js := managers(tb, time.Minute, "scan")
+	m := ms[0]
 	ctx := context.Background()
-	m, err := lease.Bucket(ctx, js, "lease_scan", time.Minute, 1, "scan")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	kv, err := js.KeyValue(ctx, "lease_scan")
+	kv, err := js.KeyValue(ctx, "lease_test")
 	if err != nil {
 		tb.Fatal(err)
 	}

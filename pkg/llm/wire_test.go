@@ -98,6 +98,23 @@ type outcome struct {
 	JSONModeAfter                   bool
 }
 
+// both sends req through the baseline client and then the current one, against the same
+// scripted answer, and fails unless both sent the same requests. It returns how each came
+// out, and the current client with what it sent and the error it returned.
+func (c *capture) both(t *testing.T, cfg Config, req Request) (o1, o2 outcome, cur *OpenAI, sent []seenRequest, err error) {
+	t.Helper()
+	old := NewOpenAI(cfg)
+	cur = NewOpenAI(cfg)
+	r1, e1 := old.completeBaseline(context.Background(), req)
+	s1 := c.take()
+	r2, err := cur.Complete(context.Background(), req)
+	sent = c.take()
+	if !reflect.DeepEqual(s1, sent) {
+		t.Errorf("on the wire:\nbefore %+v\nnow    %+v", s1, sent)
+	}
+	return observe(old, r1, e1), observe(cur, r2, err), cur, sent, err
+}
+
 func observe(o *OpenAI, resp Response, err error) outcome {
 	resp.Latency = 0
 	out := outcome{Resp: resp, JSONModeAfter: o.jsonMode.Load()}
@@ -136,15 +153,7 @@ func TestWireSameAsBaseline(t *testing.T) {
 	for name, req := range requests {
 		t.Run("request/"+name, func(t *testing.T) {
 			cp.script(200, "application/json", nil, okAnswer, false)
-			old, cur := NewOpenAI(cfg), NewOpenAI(cfg)
-			r1, e1 := old.completeBaseline(context.Background(), req)
-			s1 := cp.take()
-			r2, e2 := cur.Complete(context.Background(), req)
-			s2 := cp.take()
-			if !reflect.DeepEqual(s1, s2) {
-				t.Errorf("on the wire:\nbefore %+v\nnow    %+v", s1, s2)
-			}
-			o1, o2 := observe(old, r1, e1), observe(cur, r2, e2)
+			o1, o2, _, _, _ := cp.both(t, cfg, req)
 			if name == "NaN temperature" {
 				// Nothing is sent either way; only the wording of the encoding error
 				// differs (openai-go named its param.Opt type).
@@ -200,15 +209,8 @@ func TestWireSameAsBaseline(t *testing.T) {
 		t.Run("answer/"+name, func(t *testing.T) {
 			cp.script(a.status, a.contentType, a.header, a.body, a.rejectJSON)
 			req := Request{Messages: []Message{{Role: "system", Content: "s"}, {Role: "user", Content: "u"}}, MaxTokens: 100, JSON: true}
-			old, cur := NewOpenAI(cfg), NewOpenAI(cfg)
-			r1, e1 := old.completeBaseline(context.Background(), req)
-			s1 := cp.take()
-			r2, e2 := cur.Complete(context.Background(), req)
-			s2 := cp.take()
-			if !reflect.DeepEqual(s1, s2) {
-				t.Errorf("on the wire:\nbefore %+v\nnow    %+v", s1, s2)
-			}
-			if o1, o2 := observe(old, r1, e1), observe(cur, r2, e2); !reflect.DeepEqual(o1, o2) {
+			o1, o2, cur, s2, e2 := cp.both(t, cfg, req)
+			if !reflect.DeepEqual(o1, o2) {
 				t.Errorf("outcome:\nbefore %+v\nnow    %+v", o1, o2)
 			}
 			if a.rejectJSON && (len(s2) != 2 || cur.jsonMode.Load() || e2 != nil) {

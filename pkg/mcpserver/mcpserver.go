@@ -313,8 +313,8 @@ func (s *Server) checkArgs(name string, schema *jsonschema.Resolved, raw json.Ra
 	if err := schema.Validate(args); err != nil {
 		msg := fmt.Sprintf("%s: invalid arguments: %v", name, err)
 		// A model that guessed an argument's name ("limit") learns the right one.
-		if m, ok := args.(map[string]any); ok && len(tool.ArgNames(name)) > 0 {
-			accepted := tool.ArgNames(name)
+		accepted := tool.ArgNames(name)
+		if m, ok := args.(map[string]any); ok && len(accepted) > 0 {
 			for k := range m {
 				if !slices.Contains(accepted, k) {
 					return msg + "; accepted: " + strings.Join(accepted, ", ")

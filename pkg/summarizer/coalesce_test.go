@@ -160,25 +160,33 @@ func TestOverdueWaiterIsSweptByTheNextEvent(t *testing.T) {
 	})
 }
 
+// deadLetterTheWaiter coalesces the events of c3 and c4 behind agent 1's waiter (e-2), takes
+// the model down and hands the waiter its last delivery: res is what became of it. Storing
+// false in down brings the model back.
+func deadLetterTheWaiter(t *testing.T, db storetest.DB) (h *harness, svc *Service, down *atomic.Bool, res Result) {
+	t.Helper()
+	down = new(atomic.Bool)
+	h, svc, results := coalesceSetupWith(t, db, 4, func(r llmtest.Received) llmtest.Reply {
+		if down.Load() {
+			return llmtest.Reply{Status: 503, Content: "overloaded"}
+		}
+		return echoLLM(r)
+	})
+	if !results[0].Retry || results[1].Deferral != deferralCoalesced || results[2].Deferral != deferralCoalesced {
+		t.Fatalf("results %+v", results)
+	}
+	down.Store(true)
+	afterCooldown(t, h, svc)
+	waiter := JobFromEvent(completed(1, "c2", "e-2", 4))
+	waiter.Attempt, waiter.LastAttempt = h.set.MaxDeliver, true
+	return h, svc, down, svc.Handle(context.Background(), waiter)
+}
+
 // A waiter dead-lettered while events were acknowledged into its extraction says so in its
 // reason (the ledger's and the dead letter's): retrying it extracts them too.
 func TestDeadLetteredWaiterNamesItsCoalescedEvents(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db storetest.DB) {
-		var down atomic.Bool
-		h, svc, results := coalesceSetupWith(t, db, 4, func(r llmtest.Received) llmtest.Reply {
-			if down.Load() {
-				return llmtest.Reply{Status: 503, Content: "overloaded"}
-			}
-			return echoLLM(r)
-		})
-		if !results[0].Retry || results[1].Deferral != deferralCoalesced || results[2].Deferral != deferralCoalesced {
-			t.Fatalf("results %+v", results)
-		}
-		down.Store(true)
-		afterCooldown(t, h, svc)
-		waiter := JobFromEvent(completed(1, "c2", "e-2", 4))
-		waiter.Attempt, waiter.LastAttempt = h.set.MaxDeliver, true
-		res := svc.Handle(context.Background(), waiter)
+		h, svc, _, res := deadLetterTheWaiter(t, db)
 		if !res.DeadLetter || !strings.Contains(res.Reason, "2 events were acknowledged into this extraction") ||
 			!strings.HasSuffix(res.Reason, "(dead-lettered)") {
 			t.Fatalf("dead-lettered waiter: %+v", res)

@@ -51,8 +51,8 @@ func (s *Service) Stranded(ctx context.Context) ([]Stranded, error) {
 	return out, err
 }
 
-// SweepRequest is the summarize request that sweeps x's coalesced events up.
-func SweepRequest(x Stranded) event.SummarizeRequest {
+// sweepRequest is the summarize request that sweeps x's coalesced events up.
+func sweepRequest(x Stranded) event.SummarizeRequest {
 	return event.SummarizeRequest{RequestID: "sweep-" + strconv.FormatUint(x.Revision, 10), AgentID: x.AgentID,
 		ConversationID: x.ConversationID, RequestedAt: time.Now().UTC(), Reason: sweepReason}
 }
@@ -65,7 +65,7 @@ func (s *Service) sweep(ctx context.Context, publish func(context.Context, *even
 	}
 	n := 0
 	for _, x := range stranded {
-		req := SweepRequest(x)
+		req := sweepRequest(x)
 		if err := publish(ctx, &req); err != nil {
 			return n, fmt.Errorf("publish the sweep of agent %d: %w", x.AgentID, err)
 		}

@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/matememory/matememory/pkg/lease"
-	"github.com/matememory/matememory/pkg/llm/llmtest"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/store/storetest"
 )
@@ -20,24 +18,11 @@ import (
 // fails is neither retried nor dead-lettered; the events stay listed for the next one.
 func TestStrandedEventsAreSweptUp(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db storetest.DB) {
-		var down atomic.Bool
-		h, svc, results := coalesceSetupWith(t, db, 4, func(r llmtest.Received) llmtest.Reply {
-			if down.Load() {
-				return llmtest.Reply{Status: 503, Content: "overloaded"}
-			}
-			return echoLLM(r)
-		})
-		if !results[0].Retry || results[1].Deferral != deferralCoalesced || results[2].Deferral != deferralCoalesced {
-			t.Fatalf("results %+v", results)
-		}
-		ctx := context.Background()
-		down.Store(true)
-		afterCooldown(t, h, svc)
-		waiter := JobFromEvent(completed(1, "c2", "e-2", 4))
-		waiter.Attempt, waiter.LastAttempt = h.set.MaxDeliver, true
-		if res := svc.Handle(ctx, waiter); !res.DeadLetter {
+		h, svc, down, res := deadLetterTheWaiter(t, db)
+		if !res.DeadLetter {
 			t.Fatalf("waiter: %+v, want it dead-lettered", res)
 		}
+		ctx := context.Background()
 		if x, err := svc.Stranded(ctx); err != nil || len(x) != 0 {
 			t.Fatalf("stranded while the waiter is still expected back: %+v %v", x, err)
 		}
@@ -51,11 +36,11 @@ func TestStrandedEventsAreSweptUp(t *testing.T) {
 		}
 
 		// A sweep while the model is still down fails once, and stays failed.
-		sweep := JobFromRequest(ptr(SweepRequest(x[0])))
+		sweep := JobFromRequest(ptr(sweepRequest(x[0])))
 		if !sweep.Sweep || sweep.Urgent {
 			t.Fatalf("sweep job %+v", sweep)
 		}
-		res := svc.Handle(ctx, sweep)
+		res = svc.Handle(ctx, sweep)
 		if res.Retry || res.DeadLetter || res.Status != store.RunFailed || !strings.Contains(res.Reason, "the next sweep tries again") {
 			t.Fatalf("failed sweep: %+v; want failed, not retried, not dead-lettered", res)
 		}
