@@ -156,11 +156,7 @@ var ledgerCheckEvery = time.Second
 // ledger (WithLedger). The ledger's row does not say whether a failure is retried.
 func (t *Trigger) await(ctx context.Context, sub *nats.Subscription, agentID int64, requestID string) (Outcome, error) {
 	for {
-		wait := ctx
-		var cancel context.CancelFunc = func() {}
-		if t.runs != nil {
-			wait, cancel = context.WithTimeout(ctx, ledgerCheckEvery)
-		}
+		wait, cancel := context.WithTimeout(ctx, ledgerCheckEvery)
 		m, err := sub.NextMsgWithContext(wait)
 		cancel()
 		if err == nil {
@@ -170,8 +166,14 @@ func (t *Trigger) await(ctx context.Context, sub *nats.Subscription, agentID int
 			}
 			return out, nil
 		}
-		if ctx.Err() != nil || t.runs == nil {
-			return Outcome{}, err
+		if ctx.Err() != nil {
+			return Outcome{}, ctx.Err()
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return Outcome{}, err // the subscription's own failure (a closed connection)
+		}
+		if t.runs == nil {
+			continue
 		}
 		runs, lerr := t.runs.List(ctx, ledger.Filter{AgentID: agentID, Kind: ledger.KindEmergence, EventID: requestID, Limit: 1})
 		if lerr == nil && len(runs) > 0 && runs[0].Status != store.RunDeferred {

@@ -281,6 +281,9 @@ func (api API) awaitOutcome(ctx context.Context, sub *nats.Subscription, agentID
 		if ctx.Err() != nil {
 			return out, false, ctx.Err()
 		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return out, false, err // the subscription's own failure (a closed connection)
+		}
 		if o, ok := api.recordedOutcome(ctx, agentID, requestID); ok {
 			return o, false, nil
 		}
