@@ -31,6 +31,7 @@ import (
 	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/conversation"
 	"github.com/matememory/matememory/pkg/httpapi"
+	"github.com/matememory/matememory/pkg/internal/panics"
 	"github.com/matememory/matememory/pkg/llmhealth"
 	"github.com/matememory/matememory/pkg/mcpserver"
 	"github.com/matememory/matememory/pkg/recall"
@@ -63,15 +64,18 @@ type Options struct {
 
 // App holds the process's shared parts.
 type App struct {
-	Opts      Options
-	Cfg       config.Config
-	Log       *slog.Logger
-	DB        *gorm.DB
-	Embedded  *server.Server
-	Dialer    bus.Dialer
-	NC        *nats.Conn
-	JS        jetstream.JetStream
-	Registry  *prometheus.Registry
+	Opts     Options
+	Cfg      config.Config
+	Log      *slog.Logger
+	DB       *gorm.DB
+	Embedded *server.Server
+	Dialer   bus.Dialer
+	NC       *nats.Conn
+	JS       jetstream.JetStream
+	Registry *prometheus.Registry
+	// Guard recovers, logs and counts panics of the goroutines that serve outside input
+	// (requests, MCP sessions, deliveries, change notifications).
+	Guard     *panics.Guard
 	Workspace *workspace.Service
 	Messages  *conversation.Store
 	Tools     *tool.Tools
@@ -137,6 +141,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	// Provisioning waits (with a log line per attempt) for a cluster that does not answer yet.
 	ctx = bus.WithProvisionRetry(ctx, bus.ProvisionRetry{Log: o.Log})
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a.Guard = panics.New(o.Log, a.Registry)
 	m := a.Cfg.Mate
 	ok := false
 	defer func() {
@@ -204,7 +209,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	a.Messages = conversation.New(db)
 	a.Tools = tool.New(a.Workspace)
 	a.HTTP = httpapi.New(httpapi.NewAuthenticator(m.Auth.Keys), a.Registry, a.Log,
-		httpapi.WithTracing(a.TracerProvider, a.Propagator), httpapi.WithCORS(m.HTTP.CORSOrigins))
+		httpapi.WithTracing(a.TracerProvider, a.Propagator), httpapi.WithCORS(m.HTTP.CORSOrigins), httpapi.WithGuard(a.Guard))
 	a.HTTP.AddCheck("database", func(ctx context.Context) error {
 		// A ping takes a fresh connection when the pooled ones are frozen: statements stuck
 		// in flight are what shows a worker stuck on the database.
@@ -306,7 +311,7 @@ func (a *App) Start(ctx context.Context) error {
 	a.Addr = ln.Addr().String()
 	h := a.Cfg.Mate.HTTP
 	ln = netutil.LimitListener(ln, h.MaxConnections)
-	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: a.Guard.HTTP(a.Handler()), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:  config.Seconds(h.ReadTimeoutSeconds),
 		WriteTimeout: config.Seconds(h.WriteTimeoutSeconds),
 		IdleTimeout:  config.Seconds(h.IdleTimeoutSeconds)}

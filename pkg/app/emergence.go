@@ -75,7 +75,8 @@ func (a *App) buildEmergence(ctx context.Context) error {
 		}
 		sc := scheduler.FromConfig(m, owner("scheduler"))
 		s := scheduler.New(jobs, a.JS, sc, scheduler.WithClock(a.Now), scheduler.WithLogger(a.Log),
-			scheduler.WithLedger(runs), scheduler.WithRegistry(a.Registry), scheduler.WithTracing(a.messaging()))
+			scheduler.WithLedger(runs), scheduler.WithRegistry(a.Registry), scheduler.WithTracing(a.messaging()),
+			scheduler.WithGuard(a.Guard))
 		if err := s.Start(ctx); err != nil {
 			return fmt.Errorf("start scheduler: %w", err)
 		}
@@ -108,7 +109,7 @@ func (a *App) buildEmergence(ctx context.Context) error {
 			MaxDeliver: m.NATS.MaxDeliver, AckWait: config.Seconds(m.NATS.AckWaitSeconds),
 			Stream: a.emergenceStream(), DLQ: bus.DLQStreamConfig(m.NATS.Replicas, maxAge),
 		}, emergence.WithClock(a.Now), emergence.WithLogger(a.Log), emergence.WithRegistry(a.Registry),
-			emergence.WithTracing(a.messaging()))
+			emergence.WithTracing(a.messaging()), emergence.WithGuard(a.Guard))
 		if err := w.Start(ctx); err != nil {
 			return fmt.Errorf("start emergence worker: %w", err)
 		}

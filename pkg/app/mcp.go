@@ -16,7 +16,7 @@ import (
 // MCP sessions hear of files changed in this process (resources list-changed and updated
 // notifications).
 func (a *App) mcpHook() workspace.Option {
-	a.MCPHub = mcpserver.NewHub()
+	a.MCPHub = mcpserver.NewHub(mcpserver.HubGuard(a.Guard))
 	return workspace.WithChangeHook(a.MCPHub.Changed)
 }
 
@@ -27,6 +27,7 @@ func (a *App) mcpOptions() mcpserver.HTTPOptions {
 		CORSOrigins: a.Cfg.Mate.HTTP.CORSOrigins,
 		KeysEnabled: len(a.Cfg.Mate.Auth.Keys) > 0,
 		Log:         a.Log,
+		Guard:       a.Guard,
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 
 	"github.com/matememory/matememory/pkg/config"
+	"github.com/matememory/matememory/pkg/internal/panics"
 	"github.com/matememory/matememory/pkg/mcpserver"
 	"github.com/matememory/matememory/pkg/recall"
 	"github.com/matememory/matememory/pkg/recall/lexical"
@@ -57,7 +58,7 @@ func mcpStdio(ctx context.Context, cfg config.Config, log *slog.Logger, args []s
 	// The same workspace wiring as the API (limits, defaults, first-seen agent hooks), without
 	// the bus.
 	a := &App{Opts: Options{Config: cfg, Log: log}, Cfg: cfg, Log: log, DB: db}
-	hub := mcpserver.NewHub()
+	hub := mcpserver.NewHub(mcpserver.HubGuard(panics.New(log, nil)))
 	extra := []workspace.Option{workspace.WithChangeHook(hub.Changed)}
 	var searcher *recall.Searcher
 	if m.Memory.Search.Enabled {

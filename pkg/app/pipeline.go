@@ -61,7 +61,7 @@ func (a *App) buildPipeline(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		w, err := summarizer.NewWorker(ctx, svc, nc, summarizer.WithTracing(a.messaging()))
+		w, err := summarizer.NewWorker(ctx, svc, nc, summarizer.WithTracing(a.messaging()), summarizer.WithGuard(a.Guard))
 		if err != nil {
 			nc.Close()
 			return err

@@ -82,7 +82,7 @@ func (a *App) buildRecall(ctx context.Context) error {
 	}
 	if a.Has(TargetSummarizer) {
 		ix := a.newIndexer(an, set, emb)
-		var wopts []recall.WorkerOption
+		wopts := []recall.WorkerOption{recall.WorkerWithGuard(a.Guard)}
 		if m.Memory.Search.SearchesConversations() {
 			wopts = append(wopts, recall.WorkerWithConversations())
 		}

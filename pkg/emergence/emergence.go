@@ -33,6 +33,7 @@ import (
 	"github.com/matememory/matememory/pkg/bus"
 	"github.com/matememory/matememory/pkg/fence"
 	"github.com/matememory/matememory/pkg/guard"
+	"github.com/matememory/matememory/pkg/internal/panics"
 	"github.com/matememory/matememory/pkg/lease"
 	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/llm"
@@ -146,6 +147,7 @@ type Worker struct {
 	warn    *ratelog.Logger
 	runs    *prometheus.CounterVec
 	tracing tracing.Messaging
+	guard   *panics.Guard
 
 	mu   sync.Mutex
 	it   jetstream.MessagesContext
@@ -161,6 +163,10 @@ func WithClock(now func() time.Time) Option { return func(w *Worker) { w.now = n
 
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(w *Worker) { w.log = l } }
+
+// WithGuard recovers, logs and counts a panic while a request is handled (it is then retried
+// like a transient failure); without it a guard logs to the worker's logger.
+func WithGuard(g *panics.Guard) Option { return func(w *Worker) { w.guard = g } }
 
 // WithTracing starts a consumer span per delivery with m, as a child of the span that
 // published the request (its context travels in the message headers), so the model call
@@ -190,6 +196,9 @@ func NewWorker(js jetstream.JetStream, ws *workspace.Service, led *ledger.Ledger
 	}
 	// Failed attempts (the LLM down) show at once, then at a bounded rate.
 	w.warn = ratelog.New(w.log, 30*time.Second, 5)
+	if w.guard == nil {
+		w.guard = panics.New(w.log, nil)
+	}
 	return w
 }
 
@@ -361,7 +370,13 @@ func (w *Worker) process(msg jetstream.Msg) {
 	}
 	stop := w.keepAlive(msg)
 	hctx, cancel := context.WithTimeout(ctx, w.cfg.HandlerTimeout)
-	run, err := w.consolidate(hctx, req, int(attempt))
+	var run ledger.Run
+	if perr := w.guard.Do("emergence.handle", func() { run, err = w.consolidate(hctx, req, int(attempt)) },
+		"agent", req.AgentID, "request", req.RequestID, "attempt", attempt); perr != nil {
+		// Retried with backoff like a transient failure, dead-lettered on the last delivery.
+		run = ledger.Run{Status: store.RunFailed, Reason: perr.Error()}
+		err = perr
+	}
 	cancel()
 	stop()
 	span.SetAttributes(attribute.Int64("matememory.agent_id", req.AgentID), attribute.String("matememory.run.status", run.Status))

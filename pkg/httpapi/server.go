@@ -27,6 +27,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/matememory/matememory/pkg/config"
+	"github.com/matememory/matememory/pkg/internal/panics"
 )
 
 // Handler serves one route: it returns the data for {"code":200,"data":...} or an error
@@ -59,7 +60,13 @@ type Server struct {
 	traced func(pattern string, h http.Handler) http.Handler
 	// cors lists the origins allowed to call from a browser (WithCORS).
 	cors map[string]bool
+	// guard logs and counts a handler's panic (WithGuard).
+	guard *panics.Guard
 }
+
+// WithGuard logs and counts handlers' panics with g (by default a guard on the server's
+// logger and registry).
+func WithGuard(g *panics.Guard) Option { return func(s *Server) { s.guard = g } }
 
 // Option configures a Server.
 type Option func(*Server)
@@ -84,6 +91,9 @@ func New(auth *Authenticator, reg *prometheus.Registry, log *slog.Logger, opts .
 	s := &Server{mux: http.NewServeMux(), auth: auth, log: log, reg: reg, dispatch: map[string]*dispatch{}}
 	for _, o := range opts {
 		o(s)
+	}
+	if s.guard == nil {
+		s.guard = panics.New(log, reg)
 	}
 	s.api = newAPI(s)
 	s.reqs = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -185,7 +195,7 @@ func (s *Server) wrap(pattern string, h Handler) http.Handler {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, h Handler) (code int) {
 	defer func() {
 		if rec := recover(); rec != nil {
-			s.log.Error("handler panic", "path", r.URL.Path, "panic", rec)
+			s.guard.Report("http", rec, "method", r.Method, "path", r.URL.Path)
 			code = fail(w, http.StatusInternalServerError, "internal error")
 		}
 	}()

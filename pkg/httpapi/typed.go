@@ -449,7 +449,7 @@ func (s *Server) instrument(label string, public bool, h http.Handler) http.Hand
 func (s *Server) serveTyped(w *statusWriter, r *http.Request, public bool, h http.Handler) (code int) {
 	defer func() {
 		if rec := recover(); rec != nil {
-			s.log.Error("handler panic", "path", r.URL.Path, "panic", rec)
+			s.guard.Report("http", rec, "method", r.Method, "path", r.URL.Path)
 			if w.code == 0 {
 				fail(w, http.StatusInternalServerError, "internal error")
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/matememory/matememory/pkg/httpapi"
+	"github.com/matememory/matememory/pkg/internal/panics"
 )
 
 // Path is where the API serves MCP for the agent in {agentId}.
@@ -45,6 +46,8 @@ type HTTPOptions struct {
 	KeysEnabled bool
 	// Log receives SDK diagnostics; nil discards them.
 	Log *slog.Logger
+	// Guard recovers, logs and counts panics in the servers' method handlers.
+	Guard *panics.Guard
 }
 
 // maxCachedServers bounds the per-agent server cache; past it, servers without a session
@@ -300,7 +303,7 @@ func (h *Handler) server(r *http.Request) *mcp.Server {
 			}
 		}
 	}
-	s := New(h.tools, b.agentID, Options{Language: b.language, Transport: HTTP, Notify: true, Log: h.opts.Log})
+	s := New(h.tools, b.agentID, Options{Language: b.language, Transport: HTTP, Notify: true, Log: h.opts.Log, Guard: h.opts.Guard})
 	h.servers[b] = s
 	h.opts.Hub.Add(s)
 	return s.Server

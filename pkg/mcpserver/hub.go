@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/matememory/matememory/pkg/internal/panics"
 )
 
 // Hub routes workspace changes to the MCP servers bound to the changed file's agent, so they
@@ -12,6 +14,7 @@ import (
 // changes, and may call it for other processes' changes too (pkg/app does, from the recall
 // index messages); a change reported twice (same agent, file and version) is told once.
 type Hub struct {
+	guard   *panics.Guard
 	mu      sync.Mutex
 	servers map[int64]map[*Server]struct{}
 	told    map[change]time.Time
@@ -26,9 +29,21 @@ type change struct {
 // dedupWindow is how long a change is remembered to drop its second report.
 const dedupWindow = time.Minute
 
+// HubOption configures a Hub.
+type HubOption func(*Hub)
+
+// HubGuard recovers, logs and counts a panic while a change is told to a server (the
+// notification is then lost; the process goes on). Without it a guard logs to slog's
+// default logger.
+func HubGuard(g *panics.Guard) HubOption { return func(h *Hub) { h.guard = g } }
+
 // NewHub returns an empty hub.
-func NewHub() *Hub {
-	return &Hub{servers: map[int64]map[*Server]struct{}{}, told: map[change]time.Time{}}
+func NewHub(opts ...HubOption) *Hub {
+	h := &Hub{servers: map[int64]map[*Server]struct{}{}, told: map[change]time.Time{}}
+	for _, o := range opts {
+		o(h)
+	}
+	return h
 }
 
 // Add makes s hear of its agent's changes.
@@ -97,6 +112,7 @@ func (h *Hub) Changed(_ context.Context, agentID int64, filename string, version
 	for _, s := range targets {
 		go func() {
 			defer s.notifying.Done()
+			defer h.guard.Recover("mcp.hub", "agent", agentID, "file", filename)
 			ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout)
 			defer cancel()
 			s.Changed(ctx, filename)

@@ -26,6 +26,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/matememory/matememory/pkg/httpapi"
+	"github.com/matememory/matememory/pkg/internal/panics"
 	"github.com/matememory/matememory/pkg/recall"
 	"github.com/matememory/matememory/pkg/tool"
 	"github.com/matememory/matememory/pkg/workspace"
@@ -65,6 +66,9 @@ type Options struct {
 	Notify bool
 	// Log receives failed calls and the SDK's warnings; nil discards them.
 	Log *slog.Logger
+	// Guard recovers, logs and counts a panic in a method handler, which then answers an
+	// internal error instead of taking the process down; nil: one that logs to Log.
+	Guard *panics.Guard
 }
 
 // Server is an MCP server bound to one agent.
@@ -73,6 +77,7 @@ type Server struct {
 	tools   Caller
 	agentID int64
 	opts    Options
+	guard   *panics.Guard
 	res     *resources
 	// notifying counts the change notifications on their way to this server's sessions
 	// (Hub.Changed sends them on their own goroutines; they read the database).
@@ -92,7 +97,10 @@ func New(t Caller, agentID int64, o Options) *Server {
 		Capabilities: caps,
 		Instructions: instructions(o.Language, agentID, hasSearch(t)),
 	}
-	s := &Server{tools: t, agentID: agentID, opts: o}
+	if o.Guard == nil {
+		o.Guard = panics.New(o.Log, nil)
+	}
+	s := &Server{tools: t, agentID: agentID, opts: o, guard: o.Guard}
 	s.res = newResources(s)
 	if o.Notify {
 		so.SubscribeHandler = s.res.subscribe
@@ -104,7 +112,23 @@ func New(t Caller, agentID int64, o Options) *Server {
 		s.addTool(d)
 	}
 	s.res.register()
+	s.AddReceivingMiddleware(canonical)
+	// Added last, so it is the outermost: it recovers a panic of every method handler and
+	// every other middleware.
+	s.AddReceivingMiddleware(s.recovering)
 	return s
+}
+
+// recovering turns a panic in a method handler into an internal error for that request;
+// the session and the process go on.
+func (s *Server) recovering(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (res mcp.Result, err error) {
+		if perr := s.guard.Do("mcp.method", func() { res, err = next(ctx, method, req) },
+			"agent", s.agentID, "method", method); perr != nil {
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error while serving " + method}
+		}
+		return res, err
+	}
 }
 
 // unserved answers "method not found" for the methods of capabilities the server does not

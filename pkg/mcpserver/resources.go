@@ -16,23 +16,33 @@ import (
 	"github.com/matememory/matememory/pkg/workspace"
 )
 
-// ResourceTemplate is the URI template of the agent's memory files: memory://MEMORY.md,
-// memory://memory/2026-04-01.md (reserved expansion keeps the '/'; other characters are
-// percent-encoded).
-const ResourceTemplate = "memory://{+filename}"
+// ResourceTemplate is the URI template of the agent's memory files: memory:///MEMORY.md,
+// memory:///memory/2026-04-01.md. The filename is the URI's path (the authority is empty),
+// never its host: a host cannot hold a percent-encoded byte, so a file named "a b.md" would
+// make an invalid URI there.
+const ResourceTemplate = "memory:///{+filename}"
 
 // MIMEType of a memory file resource.
 const MIMEType = "text/markdown"
 
-// ResourceURI is the URI of a memory file: "memory://" and the filename as the template's
-// reserved expansion writes it (RFC 6570: unreserved and reserved characters as they are,
-// every other byte of its UTF-8 percent-encoded).
+// uriPrefix is what every memory file URI starts with; legacyPrefix is the form of the
+// versions before the filename moved to the path (memory://MEMORY.md), still read.
+const (
+	uriPrefix    = "memory:///"
+	legacyPrefix = "memory://"
+)
+
+// ResourceURI is the URI of a memory file: "memory:///" and the filename, each byte that is
+// neither unreserved (RFC 3986: letters, digits, "-", ".", "_", "~") nor the directory
+// separator "/" percent-encoded, so that every name the workspace accepts gives a valid URI
+// that url.Parse reads back to the same path.
 func ResourceURI(filename string) string {
 	var b strings.Builder
-	b.WriteString("memory://")
+	b.Grow(len(uriPrefix) + len(filename))
+	b.WriteString(uriPrefix)
 	for i := 0; i < len(filename); i++ {
 		c := filename[i]
-		if c < 0x80 && (isAlnum(c) || strings.IndexByte("-._~:/?#[]@!$&'()*+,;=", c) >= 0) {
+		if c < 0x80 && (isAlnum(c) || strings.IndexByte("-._~/", c) >= 0) {
 			b.WriteByte(c)
 			continue
 		}
@@ -45,17 +55,50 @@ func isAlnum(c byte) bool {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
 }
 
-// resourceName is the filename a memory URI names ("" when it names none).
+// resourceName is the filename a memory URI names ("" when it names none). It reads both
+// memory:///NAME and the older memory://NAME.
 func resourceName(uri string) string {
-	rest, ok := strings.CutPrefix(uri, "memory://")
+	rest, ok := strings.CutPrefix(uri, uriPrefix)
 	if !ok {
-		return ""
+		if rest, ok = strings.CutPrefix(uri, legacyPrefix); !ok {
+			return ""
+		}
 	}
 	name, err := url.PathUnescape(rest)
 	if err != nil {
 		return ""
 	}
 	return name
+}
+
+// canonical rewrites a request's memory://NAME URI (the form before the filename moved to
+// the path) to memory:///NAME, so clients that kept the old URIs still read and subscribe.
+func canonical(next mcp.MethodHandler) mcp.MethodHandler {
+	fix := func(uri *string) {
+		if strings.HasPrefix(*uri, uriPrefix) || !strings.HasPrefix(*uri, legacyPrefix) {
+			return
+		}
+		if name := resourceName(*uri); workspace.ValidateName(name) == nil {
+			*uri = ResourceURI(name)
+		}
+	}
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		switch r := req.(type) {
+		case *mcp.ReadResourceRequest:
+			if r.Params != nil {
+				fix(&r.Params.URI)
+			}
+		case *mcp.SubscribeRequest:
+			if r.Params != nil {
+				fix(&r.Params.URI)
+			}
+		case *mcp.UnsubscribeRequest:
+			if r.Params != nil {
+				fix(&r.Params.URI)
+			}
+		}
+		return next(ctx, method, req)
+	}
 }
 
 // resources serves the agent's memory files as MCP resources. The files are registered with
@@ -140,7 +183,12 @@ func (r *resources) sync(ctx context.Context) error {
 		uri := ResourceURI(f.Filename)
 		seen[uri] = true
 		if _, ok := r.known[uri]; !ok {
-			r.s.AddResource(r.resource(f), r.read)
+			// ResourceURI always parses; the guard keeps a name it got wrong from
+			// taking the process down (the SDK panics on a URI it cannot parse).
+			if err := r.s.guard.Do("mcp.resources.add", func() { r.s.AddResource(r.resource(f), r.read) },
+				"agent", r.s.agentID, "file", f.Filename); err != nil {
+				continue
+			}
 		}
 		r.known[uri] = f
 	}

@@ -44,7 +44,7 @@ func TestEventStreamsOutliveTheWriteTimeout(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer cs.Close()
-			if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "memory://MEMORY.md"}); err != nil {
+			if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "memory:///MEMORY.md"}); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(1200 * time.Millisecond) // past the write timeout

@@ -152,13 +152,13 @@ func TestHTTPResources(t *testing.T) {
 			t.Errorf("size of 记忆/笔记.md = %d", r.Size)
 		}
 	}
-	for _, want := range []string{"memory://MEMORY.md", "memory://AGENTS.md", mcpserver.ResourceURI("记忆/笔记.md")} {
+	for _, want := range []string{"memory:///MEMORY.md", "memory:///AGENTS.md", mcpserver.ResourceURI("记忆/笔记.md")} {
 		if !slices.Contains(uris, want) {
 			t.Fatalf("resources %v lack %s", uris, want)
 		}
 	}
 	tmpl, err := cs.ListResourceTemplates(ctx, nil)
-	if err != nil || len(tmpl.ResourceTemplates) != 1 || tmpl.ResourceTemplates[0].URITemplate != "memory://{+filename}" {
+	if err != nil || len(tmpl.ResourceTemplates) != 1 || tmpl.ResourceTemplates[0].URITemplate != "memory:///{+filename}" {
 		t.Fatalf("templates %+v %v", tmpl, err)
 	}
 
@@ -170,9 +170,14 @@ func TestHTTPResources(t *testing.T) {
 		t.Fatalf("read %+v", got.Contents)
 	}
 	f, _ := a.Workspace.Get(ctx, 1, "MEMORY.md")
-	got, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "memory://MEMORY.md"})
+	got, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "memory:///MEMORY.md"})
 	if err != nil || got.Contents[0].Text != f.Content {
 		t.Fatalf("read MEMORY.md: %v", err)
+	}
+	// The URI form of the versions before the name moved to the path is still read.
+	got, err = cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "memory://MEMORY.md"})
+	if err != nil || got.Contents[0].Text != f.Content {
+		t.Fatalf("read the legacy memory://MEMORY.md: %v", err)
 	}
 
 	// Agent 2's session does not see agent 1's file; a missing file is resource-not-found.
@@ -225,7 +230,7 @@ func testHTTPResourceNotifications(t *testing.T, version string) {
 	if got := cs.InitializeResult().ProtocolVersion; version != "" && got != version {
 		t.Fatalf("negotiated %s, want %s", got, version)
 	}
-	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "memory://MEMORY.md"}); err != nil {
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "memory:///MEMORY.md"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -266,7 +271,7 @@ func testHTTPResourceNotifications(t *testing.T, version string) {
 	if _, err := a.Workspace.Append(ctx, 1, "MEMORY.md", "- a fact", "", ch); err != nil {
 		t.Fatal(err)
 	}
-	waitUpdated("an append to MEMORY.md", "memory://MEMORY.md")
+	waitUpdated("an append to MEMORY.md", "memory:///MEMORY.md")
 
 	// Deleting a file changes the list again.
 	if err := a.Workspace.Delete(ctx, 1, "notes/new.md", workspace.AnyVersion, ch); err != nil {
@@ -502,7 +507,7 @@ func TestStdioResourceNotifications(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "memory://PROFILE.md"}); err != nil {
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "memory:///PROFILE.md"}); err != nil {
 		t.Fatal(err)
 	}
 	ch := workspace.Change{Actor: store.ActorAPI}
@@ -519,7 +524,7 @@ func TestStdioResourceNotifications(t *testing.T) {
 	}
 	select {
 	case uri := <-updated:
-		if uri != "memory://PROFILE.md" {
+		if uri != "memory:///PROFILE.md" {
 			t.Fatalf("updated %s", uri)
 		}
 	case <-time.After(5 * time.Second):
@@ -553,7 +558,7 @@ func TestHTTPNotifiesOtherProcessesChangesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "memory://MEMORY.md"}); err != nil {
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "memory:///MEMORY.md"}); err != nil {
 		t.Fatal(err)
 	}
 	// What a summarizer process publishes after it changed MEMORY.md of agent 1.
@@ -563,7 +568,7 @@ func TestHTTPNotifiesOtherProcessesChangesOnce(t *testing.T) {
 	}
 	select {
 	case uri := <-updated:
-		if uri != "memory://MEMORY.md" {
+		if uri != "memory:///MEMORY.md" {
 			t.Fatalf("updated %s", uri)
 		}
 	case <-time.After(5 * time.Second):

@@ -57,13 +57,13 @@ func TestTypeScriptSDK(t *testing.T) {
 	if !strings.Contains(r.BadFilename, "'..'") {
 		t.Errorf("../x.md answered %q", r.BadFilename)
 	}
-	if !slices.Contains(r.Resources, "memory://MEMORY.md") || !slices.Equal(r.Templates, []string{"memory://{+filename}"}) {
+	if !slices.Contains(r.Resources, "memory:///MEMORY.md") || !slices.Equal(r.Templates, []string{"memory:///{+filename}"}) {
 		t.Errorf("resources %v, templates %v", r.Resources, r.Templates)
 	}
 	if f, err := a.Workspace.Get(t.Context(), 1, "MEMORY.md"); err != nil || !strings.HasPrefix(f.Content, r.Memory) || r.Memory == "" {
 		t.Errorf("resource MEMORY.md read %q; stored %q (%v)", r.Memory, f.Content, err)
 	}
-	if !slices.Contains(r.Updated, "memory://MEMORY.md") {
+	if !slices.Contains(r.Updated, "memory:///MEMORY.md") {
 		t.Errorf("no notifications/resources/updated for memory://MEMORY.md reached the TypeScript client: %v", r.Updated)
 	}
 }

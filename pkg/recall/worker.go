@@ -16,6 +16,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/matememory/matememory/pkg/bus"
+	"github.com/matememory/matememory/pkg/internal/panics"
 	"github.com/matememory/matememory/pkg/store"
 )
 
@@ -104,6 +105,7 @@ type Worker struct {
 	stop          chan struct{}
 	wg            sync.WaitGroup
 	processed     func(Change, SyncResult, error)
+	guard         *panics.Guard
 }
 
 // WorkerOption configures a Worker.
@@ -112,6 +114,10 @@ type WorkerOption func(*Worker)
 // WorkerWithConversations makes the reconciler also index conversations with new stored
 // messages (mate.memory.search.sources: conversations).
 func WorkerWithConversations() WorkerOption { return func(w *Worker) { w.conversations = true } }
+
+// WorkerWithGuard recovers, logs and counts a panic while files are indexed (the messages
+// are then retried with backoff); without it a guard logs to the worker's logger.
+func WorkerWithGuard(g *panics.Guard) WorkerOption { return func(w *Worker) { w.guard = g } }
 
 // WorkerWithObserver calls fn after each message (tests, metrics).
 func WorkerWithObserver(fn func(Change, SyncResult, error)) WorkerOption {
@@ -126,6 +132,9 @@ func NewWorker(js jetstream.JetStream, nc *nats.Conn, db *gorm.DB, ix *Indexer, 
 	w := &Worker{js: js, nc: nc, db: db, ix: ix, log: log, every: reconcileEvery, slack: 5 * time.Minute, conc: 8, now: time.Now}
 	for _, o := range opts {
 		o(w)
+	}
+	if w.guard == nil {
+		w.guard = panics.New(log, nil)
 	}
 	return w
 }
@@ -263,7 +272,13 @@ func (w *Worker) process(agentID int64, batch []delivery) {
 			names = append(names, d.c.Filename)
 		}
 	}
-	res, err := w.ix.SyncFiles(ctx, agentID, names)
+	var res map[string]SyncResult
+	var err error
+	if perr := w.guard.Do("recall.index", func() { res, err = w.ix.SyncFiles(ctx, agentID, names) },
+		"agent", agentID, "files", names); perr != nil {
+		// Retried with backoff like a database error; the reconciler is the backstop.
+		res, err = nil, perr
+	}
 	changed := false
 	for _, d := range batch {
 		if w.processed != nil {
@@ -314,7 +329,11 @@ func (w *Worker) reconcileLoop(stop chan struct{}) {
 			case <-ctx.Done():
 			}
 		}()
-		if _, err := w.Reconcile(ctx); err != nil && ctx.Err() == nil {
+		var err error
+		if perr := w.guard.Do("recall.reconcile", func() { _, err = w.Reconcile(ctx) }); perr != nil {
+			err = perr
+		}
+		if err != nil && ctx.Err() == nil {
 			w.log.Warn("recall: reconcile", "err", err)
 		}
 		cancel()

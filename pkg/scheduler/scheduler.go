@@ -35,6 +35,7 @@ import (
 	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/cronjob"
 	"github.com/matememory/matememory/pkg/emergence"
+	"github.com/matememory/matememory/pkg/internal/panics"
 	"github.com/matememory/matememory/pkg/lease"
 	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/store"
@@ -122,6 +123,7 @@ type Scheduler struct {
 	ledger *ledger.Ledger
 	bucket string
 	tr     tracing.Messaging
+	guard  *panics.Guard
 
 	slots  *prometheus.CounterVec
 	leader prometheus.Gauge
@@ -142,6 +144,10 @@ func WithClock(now func() time.Time) Option { return func(s *Scheduler) { s.now 
 
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(s *Scheduler) { s.log = l } }
+
+// WithGuard recovers, logs and counts a panic during a tick; without it a guard logs to the
+// scheduler's logger.
+func WithGuard(g *panics.Guard) Option { return func(s *Scheduler) { s.guard = g } }
 
 // WithLedger records skipped emergence slots in the run ledger.
 func WithLedger(l *ledger.Ledger) Option { return func(s *Scheduler) { s.ledger = l } }
@@ -175,6 +181,9 @@ func New(jobs *cronjob.Service, js jetstream.JetStream, cfg Config, opts ...Opti
 	s := &Scheduler{jobs: jobs, js: js, cfg: cfg, now: time.Now, log: slog.Default(), bucket: LeaderBucket}
 	for _, o := range opts {
 		o(s)
+	}
+	if s.guard == nil {
+		s.guard = panics.New(s.log, nil)
 	}
 	return s
 }
@@ -280,7 +289,8 @@ func (s *Scheduler) run(ctx context.Context, mgr *lease.Manager, done chan struc
 			}
 		}
 		if held != nil {
-			s.tick(held.Context())
+			// A panic on a job is recovered: the loop goes on leading and ticking.
+			_ = s.guard.Do("scheduler.tick", func() { s.tick(held.Context()) })
 		}
 		select {
 		case <-ctx.Done():

@@ -18,6 +18,7 @@ import (
 	"github.com/matememory/matememory/pkg/bus"
 	"github.com/matememory/matememory/pkg/event"
 	"github.com/matememory/matememory/pkg/eventpub"
+	"github.com/matememory/matememory/pkg/internal/panics"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/tracing"
 )
@@ -37,12 +38,13 @@ import (
 // ever auto-provisioned, undecodable messages are dead-lettered on first sight, and the
 // worker owns its connection.
 type Worker struct {
-	svc  *Service
-	nc   *nats.Conn
-	js   jetstream.JetStream
-	cons jetstream.Consumer
-	log  *slog.Logger
-	tr   tracing.Messaging
+	svc   *Service
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	cons  jetstream.Consumer
+	log   *slog.Logger
+	tr    tracing.Messaging
+	guard *panics.Guard
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -64,6 +66,10 @@ type WorkerOption func(*Worker)
 // and its LLM call join the trace of the HTTP request that published the event.
 func WithTracing(m tracing.Messaging) WorkerOption { return func(w *Worker) { w.tr = m } }
 
+// WithGuard recovers, logs and counts a panic while a delivery is handled (the delivery is
+// then retried like a transient failure); without it a guard logs to the worker's logger.
+func WithGuard(g *panics.Guard) WorkerOption { return func(w *Worker) { w.guard = g } }
+
 // NewWorker binds to the summarizer durable (Provision must have created it) over nc,
 // which the worker owns and closes on Stop.
 func NewWorker(ctx context.Context, svc *Service, nc *nats.Conn, opts ...WorkerOption) (*Worker, error) {
@@ -78,6 +84,9 @@ func NewWorker(ctx context.Context, svc *Service, nc *nats.Conn, opts ...WorkerO
 	w := &Worker{svc: svc, nc: nc, js: js, cons: cons, log: svc.d.Log}
 	for _, o := range opts {
 		o(w)
+	}
+	if w.guard == nil {
+		w.guard = panics.New(w.log, nil)
 	}
 	return w, nil
 }
@@ -105,6 +114,7 @@ func (w *Worker) Start() error {
 		w.wg.Add(1)
 		go func() {
 			defer w.wg.Done()
+			defer w.guard.Recover("summarizer.sweep")
 			w.svc.sweepLoop(ctx, func(ctx context.Context, r *event.SummarizeRequest) error {
 				_, err := pub.PublishSummarize(ctx, r)
 				return err
@@ -238,7 +248,17 @@ func (w *Worker) process(ctx context.Context, msg jetstream.Msg) {
 		settled = true
 		w.settle(ctx, msg, job, req, kind, res)
 	}
-	res := w.svc.Handle(ctx, job)
+	var res Result
+	if perr := w.guard.Do("summarizer.handle", func() { res = w.svc.Handle(ctx, job) },
+		"agent", job.AgentID, "subject", msg.Subject(), "attempt", job.Attempt); perr != nil {
+		// A defect, not the message's fault as far as anyone knows: redelivered with backoff
+		// like a transient failure (the lease was released by Handle's own defers), and
+		// dead-lettered with the panic as its reason on the last delivery. Nothing is lost.
+		res = transient("the worker failed on this delivery: "+perr.Error(), job.Attempt, w.svc)
+		if job.LastAttempt {
+			res = permanent("the worker failed on every delivery: " + perr.Error())
+		}
+	}
 	stopHB()
 	span.SetAttributes(attribute.Int64("matememory.agent_id", job.AgentID),
 		attribute.String("matememory.run.status", res.Status), attribute.String("matememory.run.id", res.RunID))

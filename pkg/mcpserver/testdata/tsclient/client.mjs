@@ -70,10 +70,10 @@ try {
   report.resources = resources.map((r) => r.uri);
   const { resourceTemplates } = await client.listResourceTemplates();
   report.templates = resourceTemplates.map((t) => t.uriTemplate);
-  const read = await client.readResource({ uri: "memory://MEMORY.md" });
+  const read = await client.readResource({ uri: "memory:///MEMORY.md" });
   report.memory = read.contents[0].text;
 
-  await client.subscribeResource({ uri: "memory://MEMORY.md" });
+  await client.subscribeResource({ uri: "memory:///MEMORY.md" });
   // The GET event stream opens in the background: write until the notification arrives.
   for (let i = 0; i < 10 && report.updated.length === 0; i++) {
     await client.callTool({
