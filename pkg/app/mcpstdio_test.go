@@ -97,6 +97,19 @@ func TestMCPStdio(t *testing.T) {
 		t.Fatalf("list = %+v", list)
 	}
 
+	// A name with a space (a model's "my notes.md") is listed and read as a resource; it
+	// once made the SDK panic and the process exit.
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool.WriteFile, Arguments: map[string]any{"filename": "my notes.md", "content": "spaced"}}); err != nil || res.IsError {
+		t.Fatalf("write my notes.md: %v %+v", err, res)
+	}
+	resources, err := cs.ListResources(ctx, nil)
+	if err != nil || !slices.ContainsFunc(resources.Resources, func(r *mcp.Resource) bool { return r.URI == "memory:///my%20notes.md" }) {
+		t.Fatalf("resources/list over stdio: %+v %v", resources, err)
+	}
+	if rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "memory:///my%20notes.md"}); err != nil || rr.Contents[0].Text != "spaced" {
+		t.Fatalf("resources/read my notes.md over stdio: %v", err)
+	}
+
 	if err := cs.Close(); err != nil {
 		t.Fatal(err)
 	}
