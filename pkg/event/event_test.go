@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/matememory/matememory/pkg/bus"
 	"github.com/matememory/matememory/pkg/event"
 )
 
@@ -62,15 +61,6 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("err %v, want InvalidError with %q", err, tc.errHas)
 			}
 		})
-	}
-}
-
-func TestNamesMatchBus(t *testing.T) {
-	if event.Stream != bus.StreamEvents || event.SubjectCompleted != bus.SubjectCompleted || event.SubjectSummarize != bus.SubjectSummarize {
-		t.Fatal("pkg/event and pkg/bus disagree")
-	}
-	if event.CompletedSubject(42) != bus.AgentSubject(bus.SubjectCompleted, 42) {
-		t.Fatal("subject format differs")
 	}
 }
 

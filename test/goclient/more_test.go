@@ -1,14 +1,9 @@
-package client_test
+package goclient_test
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"os/exec"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -90,75 +85,6 @@ func TestSentinelsCronAndDeadLetters(t *testing.T) {
 	}
 	if _, err := c.CronJob(ctx(t), j.ID); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("deleted job: %v", err)
-	}
-}
-
-// Safe requests are retried with backoff, honouring Retry-After; a POST is retried only on
-// 429 (the server did nothing); the User-Agent is sent.
-func TestRetries(t *testing.T) {
-	var gets, posts atomic.Int32
-	var ua atomic.Value
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ua.Store(r.Header.Get("User-Agent"))
-		w.Header().Set("Content-Type", "application/json")
-		switch r.Method {
-		case http.MethodGet:
-			if gets.Add(1) < 3 {
-				w.Header().Set("Retry-After", "0")
-				w.WriteHeader(503)
-				fmt.Fprint(w, `{"code":503,"msg":"jetstream unavailable"}`)
-				return
-			}
-			fmt.Fprint(w, `{"code":200,"data":{"content":"ok","version":1}}`)
-		default:
-			n := posts.Add(1)
-			if strings.Contains(r.URL.Path, "/limited/") && n == 1 {
-				w.Header().Set("Retry-After", "1")
-				w.WriteHeader(429)
-				fmt.Fprint(w, `{"code":429,"msg":"slow down"}`)
-				return
-			}
-			w.WriteHeader(503)
-			fmt.Fprint(w, `{"code":503,"msg":"database unavailable"}`)
-		}
-	}))
-	defer srv.Close()
-	c, err := client.New(srv.URL, "", client.WithRetry(client.Retry{Attempts: 4, Base: 5 * time.Millisecond, Max: 2 * time.Second}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := c.ReadFile(ctx(t), 1, "a.md")
-	if err != nil || f.Content != "ok" || gets.Load() != 3 {
-		t.Fatalf("GET after two 503s: %+v %v (%d tries)", f, err, gets.Load())
-	}
-	if got, _ := ua.Load().(string); !strings.HasPrefix(got, "matememory-go-client") {
-		t.Fatalf("User-Agent %q", got)
-	}
-	if _, err := c.StoreMessages(ctx(t), 1, "c", client.Message{Role: "user", Content: "x"}); !errors.Is(err, client.ErrUnavailable) || posts.Load() != 1 {
-		t.Fatalf("a POST must not be repeated after a 503: %v (%d tries)", err, posts.Load())
-	}
-	posts.Store(0)
-	start := time.Now()
-	_, err = c.StoreMessages(ctx(t), 1, "limited", client.Message{Role: "user", Content: "x"})
-	if posts.Load() != 2 || time.Since(start) < 900*time.Millisecond {
-		t.Fatalf("429 with Retry-After: 1: %d tries after %s (%v)", posts.Load(), time.Since(start), err)
-	}
-}
-
-// The client's build pulls nothing but the standard library and the event contract.
-func TestClientDependsOnTheStandardLibraryOnly(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command is not on PATH: %v", err)
-	}
-	out, err := exec.Command(goBin, "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "github.com/matememory/matememory/pkg/client").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
-	for _, p := range strings.Fields(string(out)) {
-		if p != "github.com/matememory/matememory/pkg/client" && p != "github.com/matememory/matememory/pkg/event" {
-			t.Errorf("pkg/client depends on %s", p)
-		}
 	}
 }
 
