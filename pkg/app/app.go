@@ -91,6 +91,9 @@ type App struct {
 
 	// Addr is where the HTTP server listens, once started.
 	Addr string
+	// NATSCredentialsFile, when set, holds the generated credentials of the embedded NATS
+	// listener (API keys set, no NATS credentials configured; see natscreds.go).
+	NATSCredentialsFile string
 
 	// llmHealth records the outcome of every LLM call of the process, for /readyz.
 	llmHealth *llmhealth.Health
@@ -171,9 +174,13 @@ func New(ctx context.Context, o Options) (*App, error) {
 			return nil, err
 		}
 		a.onClose(unlock)
+		auth, generated, err := embeddedListenerAuth(m)
+		if err != nil {
+			return nil, err
+		}
 		ns, err := bus.StartEmbedded(bus.EmbeddedOptions{
 			StoreDir: filepath.Join(m.DataDir, "nats"), Listen: m.NATS.EmbeddedListen, SyncAlways: m.NATS.SyncAlways,
-			Auth: natsAuth(m.NATS),
+			Auth: auth,
 		})
 		if err != nil {
 			if m.NATS.EmbeddedListen != "" {
@@ -182,11 +189,18 @@ func New(ctx context.Context, o Options) (*App, error) {
 			return nil, err
 		}
 		a.Embedded = ns
-		a.Dialer = bus.Dialer{Server: ns, Auth: natsAuth(m.NATS)}
-		if m.NATS.EmbeddedListen != "" && !m.NATS.HasCredentials() && len(m.Auth.Keys) > 0 {
-			a.Log.Warn("the embedded NATS listener takes anonymous clients: any local process can read and publish events, bypassing the API keys; set mate.nats.user and mate.nats.password", "listen", m.NATS.EmbeddedListen)
-		}
 		a.onClose(func() { ns.Shutdown(); ns.WaitForShutdown() })
+		// The service's own connections are in-process but authenticate all the same.
+		a.Dialer = bus.Dialer{Server: ns, Auth: auth}
+		if generated {
+			file := filepath.Join(m.DataDir, NATSCredentialsFile)
+			if err := writeNATSCredentials(file, ns.ClientURL(), auth.User, auth.Password); err != nil {
+				return nil, err
+			}
+			a.NATSCredentialsFile = file
+			a.Log.Info("API keys are set, so the embedded NATS listener requires credentials: no mate.nats.user/password is configured, so the user and a generated password are in this file, readable by this user only",
+				"listen", ns.ClientURL(), "user", auth.User, "file", file)
+		}
 	} else {
 		a.Dialer = bus.Dialer{URL: m.NATS.URL, Auth: natsAuth(m.NATS)}
 	}
@@ -363,6 +377,12 @@ func (a *App) Banner() string {
 		where := "in-process only"
 		if a.Cfg.Mate.NATS.EmbeddedListen != "" {
 			where = a.Embedded.ClientURL()
+			switch {
+			case a.NATSCredentialsFile != "":
+				where += ", credentials in " + a.NATSCredentialsFile
+			case !natsAuth(a.Cfg.Mate.NATS).Required() && a.Cfg.Mate.NATS.TLS.CAFile == "":
+				where += ", open to local clients (no API keys)"
+			}
 		}
 		fmt.Fprintf(&b, "  nats: embedded JetStream (%s), store %s\n", where, filepath.Join(a.Cfg.Mate.DataDir, "nats"))
 	} else {

@@ -22,7 +22,8 @@ func lockDataDir(dir string) (func(), error) {
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("another MateMemory process is using the embedded NATS store in %s: stop it first, "+
-				"or run this against it (set MATE_NATS_EMBEDDED_LISTEN on the running process and MATE_NATS_URL here)", dir)
+				"or run this against it (set MATE_NATS_EMBEDDED_LISTEN on the running process and MATE_NATS_URL here; with API keys set, "+
+				"also MATE_NATS_USER and MATE_NATS_PASSWORD from its %s)", dir, filepath.Join(filepath.Dir(dir), NATSCredentialsFile))
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -133,7 +134,7 @@ func replay(ctx context.Context, cfg config.Config, log *slog.Logger, args []str
 	}
 	o.AgentID, o.FromSeq, o.ToSeq, o.DryRun, o.Out = *agent, *fromSeq, *toSeq, *dryRun, stdout
 	if cfg.Mate.NATS.URL == "" {
-		fmt.Fprintf(stderr, "note: no mate.nats.url: replaying from the embedded store under %s/nats; stop a running all-in-one process first, or point MATE_NATS_URL at its embedded-listen address\n", cfg.Mate.DataDir)
+		fmt.Fprintf(stderr, "note: no mate.nats.url: replaying from the embedded store under %s/nats; stop a running all-in-one process first, or point MATE_NATS_URL at its embedded-listen address (with API keys set, with MATE_NATS_USER and MATE_NATS_PASSWORD from %s)\n", cfg.Mate.DataDir, filepath.Join(cfg.Mate.DataDir, NATSCredentialsFile))
 	}
 	// Like the services, wait and retry while the cluster is recovering.
 	ctx = bus.WithProvisionRetry(ctx, bus.ProvisionRetry{Log: log})

@@ -100,7 +100,9 @@ type NATS struct {
 	// AckWaitSeconds must exceed the worst-case LLM call.
 	AckWaitSeconds float64 `yaml:"ack-wait-seconds"`
 	// User and Password authenticate this process to NATS. With the embedded server they are
-	// also the one account its TCP listener accepts (required when it is not loopback).
+	// also the one account its TCP listener accepts (required when it is not loopback; with
+	// API keys set and none configured, the listener gets a generated password, see
+	// pkg/app/natscreds.go).
 	User     string `yaml:"user"`
 	Password string `yaml:"password"`
 	// NKeySeedFile authenticates with an NKEY seed instead; the embedded listener then accepts
