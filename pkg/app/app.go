@@ -198,7 +198,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 				return nil, err
 			}
 			a.NATSCredentialsFile = file
-			a.Log.Info("API keys are set, so the embedded NATS listener requires credentials: no mate.nats.user/password is configured, so the user and a generated password are in this file, readable by this user only",
+			a.Log.Info("API keys are set, so the embedded NATS listener requires credentials: none configured, a generated password is in the file (mode 0600)",
 				"listen", ns.ClientURL(), "user", auth.User, "file", file)
 		}
 	} else {
