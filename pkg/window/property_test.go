@@ -141,7 +141,9 @@ func TestPropertiesRandomConversations(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		checkProperties(t, name, req, res, emergency)
+		if checkProperties(t, name, req, res, emergency) {
+			stats["last exchange truncated"]++
+		}
 		switch {
 		case res.Degraded:
 			stats["degraded"]++
@@ -154,14 +156,15 @@ func TestPropertiesRandomConversations(t *testing.T) {
 		}
 	}
 	t.Logf("outcomes over %d random conversations: %v", cases, stats)
-	for _, k := range []string{"413", "degraded", "summarized", "trimmed only", "untouched"} {
+	for _, k := range []string{"413", "degraded", "summarized", "trimmed only", "untouched", "last exchange truncated"} {
 		if stats[k] == 0 {
 			t.Errorf("no case ended %q: the generator does not cover it", k)
 		}
 	}
 }
 
-func checkProperties(t *testing.T, name string, req Request, res *Result, emergency bool) {
+// checkProperties reports whether a message of the history was truncated to fit.
+func checkProperties(t *testing.T, name string, req Request, res *Result, emergency bool) (truncated bool) {
 	t.Helper()
 	checkWindow(t, res, req.UserMessage)
 	msgs := res.Messages
@@ -184,26 +187,10 @@ func checkProperties(t *testing.T, name string, req Request, res *Result, emerge
 	if len(kept) != res.Kept || len(kept) > len(hist) {
 		t.Fatalf("%s: kept history is not a suffix of the input (%d kept)", name, len(kept))
 	}
-	// Verbatim, except messages of an oversized last exchange cut to fit: their beginning,
-	// marked as truncated.
-	for j, m := range kept {
-		want := hist[len(hist)-len(kept)+j]
-		if reflect.DeepEqual(m, want) {
-			continue
-		}
-		cut := m
-		cut.Content = want.Content
-		marker := truncatedMarker(res.Language)
-		if !strings.HasSuffix(m.Content, marker) || !strings.HasPrefix(want.Content, strings.TrimSuffix(m.Content, marker)) || !reflect.DeepEqual(cut, want) {
-			t.Fatalf("%s: kept history is not a verbatim suffix of the input (%d kept; message %d differs: %.80q vs %.80q)", name, len(kept), j, m.Content, want.Content)
-		}
-	}
 	start := len(hist) - len(kept)
 	if start > 0 && start < len(hist) && hist[start].Role == RoleTool {
 		t.Fatalf("%s: the kept history starts with a tool result whose call was dropped", name)
 	}
-	// The last exchange is kept whole whenever it fits next to the system prompt and the
-	// current message.
 	items := make([]item, len(hist))
 	tk, _ := counter.ByEncoding(res.Tokenizer)
 	for j, m := range hist {
@@ -214,7 +201,35 @@ func checkProperties(t *testing.T, name string, req Request, res *Result, emerge
 	for _, it := range items[lastEx:] {
 		need += it.tokens
 	}
-	if need <= res.Tokens.Budget && start > lastEx {
+	oversized := need > res.Tokens.Budget
+	// Verbatim, except messages of an oversized last exchange cut to fit: their beginning,
+	// marked as truncated. Whole older units are dropped first, so a cut message means
+	// nothing before the last exchange is kept (and no summary: it goes before any cut).
+	for j, m := range kept {
+		at := start + j
+		want := hist[at]
+		if reflect.DeepEqual(m, want) {
+			continue
+		}
+		cut := m
+		cut.Content = want.Content
+		marker := truncatedMarker(res.Language)
+		if !strings.HasSuffix(m.Content, marker) || !strings.HasPrefix(want.Content, strings.TrimSuffix(m.Content, marker)) || !reflect.DeepEqual(cut, want) {
+			t.Fatalf("%s: kept history is not a verbatim suffix of the input (%d kept; message %d differs: %.80q vs %.80q)", name, len(kept), j, m.Content, want.Content)
+		}
+		truncated = true
+		switch {
+		case !oversized:
+			t.Fatalf("%s: message %d of the history was truncated although the last exchange (%d tokens with system and current) fits whole in %d", name, at, need, res.Tokens.Budget)
+		case start < lastEx:
+			t.Fatalf("%s: message %d was truncated while %d older messages before the last exchange (from %d) were kept", name, at, lastEx-start, lastEx)
+		case hasSummary:
+			t.Fatalf("%s: message %d was truncated while the summary was kept", name, at)
+		}
+	}
+	// The last exchange is kept whole whenever it fits next to the system prompt and the
+	// current message.
+	if !oversized && start > lastEx {
 		t.Fatalf("%s: the last exchange (%d tokens with system and current) fits in %d but was cut", name, need, res.Tokens.Budget)
 	}
 	if emergency {
@@ -231,6 +246,7 @@ func checkProperties(t *testing.T, name string, req Request, res *Result, emerge
 	if !res.Compacted && res.Kept != len(hist) {
 		t.Fatalf("%s: history dropped without compaction", name)
 	}
+	return truncated
 }
 
 // TestPropertiesGrowingStoredConversations stores random conversations a few exchanges at a
