@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/matememory/matememory/pkg/config"
+	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/llm/llmtest"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/store/storetest"
@@ -112,6 +114,68 @@ func TestPublishEndpoint(t *testing.T) {
 	}
 }
 
+// manualOutcome is what a manual summarize request came to: the answer (HTTP status and
+// message), and the run it settled on.
+type manualOutcome struct {
+	HTTPStatus int
+	Msg        string
+	Status     string
+	Reason     string
+	RunID      string
+	// Retried: the answer was a failure to be retried automatically, and Status and Reason
+	// are those of the retry the ledger recorded.
+	Retried bool
+}
+
+// summarizeManually posts a manual summarize request for conv and returns its outcome. The
+// endpoint answers the first attempt's outcome, and a transient failure of that attempt (a
+// 1 s lease lost on a loaded machine) is a 500 that says it will be retried: then the
+// outcome is the request's final run in the ledger, which must come within the wait.
+func summarizeManually(t *testing.T, h *harness, url string, agent int64, conv string) manualOutcome {
+	t.Helper()
+	st, r := call(t, "POST", url, "", "")
+	o := manualOutcome{HTTPStatus: st, Msg: r.Msg}
+	const failed, retrying = "记忆提取失败: ", "（将自动重试 / will be retried automatically）"
+	if st != 500 || !strings.HasSuffix(r.Msg, retrying) {
+		var d struct{ Status, Reason, RunID string }
+		_ = json.Unmarshal(r.Data, &d)
+		o.Status, o.Reason, o.RunID = d.Status, d.Reason, d.RunID
+		if st == 500 {
+			o.Status, o.Reason = store.RunFailed, strings.TrimPrefix(r.Msg, failed)
+		}
+		return o
+	}
+	// The failed attempt's ledger row has the reason the answer quotes; its event id is the
+	// request's, under which the retries are recorded.
+	reason := strings.TrimSuffix(strings.TrimPrefix(r.Msg, failed), retrying)
+	runs, err := h.ledger.List(context.Background(), ledger.Filter{AgentID: agent, Kind: ledger.KindSummarize, Status: store.RunFailed, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	request := ""
+	for _, run := range runs {
+		if run.Reason == reason && slices.Contains(run.Conversations, conv) {
+			request = run.EventID
+			break
+		}
+	}
+	if request == "" {
+		t.Fatalf("manual summarize of %s answered %d %q, but no failed run of agent %d records it", conv, st, r.Msg, agent)
+	}
+	t.Logf("manual summarize of %s: the first attempt failed (%s); waiting for its retry", conv, reason)
+	o.Retried = true
+	eventually(t, h.set.ManualTimeout, "the retried manual request's final run", func() bool {
+		runs := h.runs(request)
+		last := runs[0]
+		if last.Status == store.RunFailed && !strings.Contains(last.Reason, "dead-lettered") {
+			return false // retried again
+		}
+		o.Status, o.Reason, o.RunID = last.Status, last.Reason, last.RunID
+		return true
+	})
+	return o
+}
+
 func TestManualSummarize(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db storetest.DB) {
 		fake := llmtest.New(t, echoLLM)
@@ -124,41 +188,43 @@ func TestManualSummarize(t *testing.T) {
 		h.conversation(1, "c2", "t1-2", 4)
 		h.conversation(1, "few", "t1-3", 2)
 		h.worker(h.service("w1"))
+		url := func(conv string) string { return srv.URL + "/api/v1/memory/1/summarize/" + conv }
 
 		// An automatic extraction starts the 5-minute cooldown...
 		h.publish(completed(1, "c1", "e-auto", 4))
 		eventually(t, 20*time.Second, "auto event settled", h.settled)
-		// ...which a manual request does not wait for.
-		type outcome struct{ Status, Reason, RunID string }
-		var o outcome
-		st, r := call(t, "POST", srv.URL+"/api/v1/memory/1/summarize/c2", "", "")
-		_ = json.Unmarshal(r.Data, &o)
-		if st != 200 || o.Status != store.RunCompleted || o.RunID == "" {
-			t.Fatalf("manual summarize: %d %s %s", st, r.Msg, r.Data)
+		// ...which a manual request does not wait for: answered completed, or (its first
+		// attempt failing transiently) answered 500 and completed by the retry.
+		o := summarizeManually(t, h, url("c2"), 1, "c2")
+		if o.Status != store.RunCompleted || o.RunID == "" || !o.Retried && o.HTTPStatus != 200 {
+			t.Fatalf("manual summarize: %+v", o)
 		}
+		// Extracted once, whichever attempt did it.
 		notes, _ := h.ws.ListContent(context.Background(), 1, "memory/", 0)
-		if len(notes) != 1 || !strings.Contains(notes[0].Content, "covered t1-2") {
+		if len(notes) != 1 || strings.Count(notes[0].Content, "covered t1-2") != 1 {
 			t.Fatalf("daily note %+v", notes)
 		}
-		st, r = call(t, "POST", srv.URL+"/api/v1/memory/1/summarize/c2", "", "")
-		_ = json.Unmarshal(r.Data, &o)
-		if st != 200 || o.Status != store.RunSkipped || !strings.Contains(o.Reason, "already extracted") {
-			t.Fatalf("second manual summarize: %d %s", st, r.Data)
+		o = summarizeManually(t, h, url("c2"), 1, "c2")
+		if o.Status != store.RunSkipped || !strings.Contains(o.Reason, "already extracted") || !o.Retried && o.HTTPStatus != 200 {
+			t.Fatalf("second manual summarize: %+v", o)
 		}
-		st, r = call(t, "POST", srv.URL+"/api/v1/memory/1/summarize/few", "", "")
-		_ = json.Unmarshal(r.Data, &o)
-		if st != 200 || o.Status != store.RunSkipped || !strings.Contains(o.Reason, "min-messages-for-summarize") {
-			t.Fatalf("too few messages: %d %s", st, r.Data)
+		o = summarizeManually(t, h, url("few"), 1, "few")
+		if o.Status != store.RunSkipped || !strings.Contains(o.Reason, "min-messages-for-summarize") || !o.Retried && o.HTTPStatus != 200 {
+			t.Fatalf("too few messages: %+v", o)
 		}
 		h.conversation(1, "c4", "t1-4", 4)
 		fake.SetHandler(func(llmtest.Received) llmtest.Reply { return llmtest.Reply{Status: 400, Content: "model not found"} })
-		st, r = call(t, "POST", srv.URL+"/api/v1/memory/1/summarize/c4", "", "")
-		if st != 500 || !strings.HasPrefix(r.Msg, "记忆提取失败: ") || !strings.Contains(r.Msg, "model not found") {
-			t.Fatalf("failing LLM: %d %q", st, r.Msg)
+		o = summarizeManually(t, h, url("c4"), 1, "c4")
+		if o.Status != store.RunFailed || !strings.Contains(o.Reason, "model not found") || !strings.Contains(o.Reason, "dead-lettered") ||
+			!o.Retried && (o.HTTPStatus != 500 || !strings.HasPrefix(o.Msg, "记忆提取失败: ")) {
+			t.Fatalf("failing LLM: %+v", o)
+		}
+		if notes, _ := h.ws.ListContent(context.Background(), 1, "memory/", 0); len(notes) != 1 || strings.Contains(notes[0].Content, "t1-4") {
+			t.Fatalf("daily note after the failure %+v", notes)
 		}
 
 		// The ledger shows all of it.
-		st, r = call(t, "GET", srv.URL+"/api/v1/memory/1/runs?kind=summarize&limit=50", "", "")
+		st, r := call(t, "GET", srv.URL+"/api/v1/memory/1/runs?kind=summarize&limit=50", "", "")
 		var runs struct {
 			Count int `json:"count"`
 			Runs  []struct {
