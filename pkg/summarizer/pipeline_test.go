@@ -3,6 +3,7 @@ package summarizer
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -179,24 +180,29 @@ func TestPreChecksSkip(t *testing.T) {
 	}
 }
 
-// Two workers, many agents: the fake LLM never sees two overlapping calls for one agent,
-// and every conversation reaches its agent's daily note exactly once.
+// Two workers, many agents: every conversation reaches its agent's daily note exactly once
+// and every event ends completed. The lease keeps one agent's LLM calls from overlapping
+// while its holder's renewals land in time (1 s here); a renewal late on a loaded machine
+// lets the next holder in, and then two extractions of the agent may overlap. What must
+// hold is that at most one of them writes: fencing and the watermarks refuse the other
+// (its lease lost, its commit fenced out or stale), whose attempt fails and is retried. So
+// an overlap is allowed only on an agent whose ledger shows such a failed attempt.
 func TestTwoWorkersNeverOverlapOnAnAgent(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db storetest.DB) {
 		var mu sync.Mutex
 		inflight := map[string]int{}
-		overlaps := 0
+		overlaps := map[string]int{} // by agent
 		fake := llmtest.New(t, func(r llmtest.Received) llmtest.Reply {
 			tg := tags(userPrompt(r))
 			agents := map[string]bool{}
 			for _, x := range tg {
-				agents[strings.Split(x, "-")[0]] = true
+				agents[strings.TrimPrefix(strings.Split(x, "-")[0], "t")] = true
 			}
 			mu.Lock()
 			for a := range agents {
 				inflight[a]++
 				if inflight[a] > 1 {
-					overlaps++
+					overlaps[a]++
 				}
 			}
 			mu.Unlock()
@@ -223,9 +229,6 @@ func TestTwoWorkersNeverOverlapOnAnAgent(t *testing.T) {
 			}
 		}
 		eventually(t, 60*time.Second, "all events settled", h.settled)
-		if overlaps != 0 {
-			t.Fatalf("%d overlapping LLM calls for one agent", overlaps)
-		}
 		for a := 1; a <= agents; a++ {
 			notes, err := h.ws.ListContent(context.Background(), int64(a), "memory/", 0)
 			if err != nil || len(notes) != 1 {
@@ -236,7 +239,27 @@ func TestTwoWorkersNeverOverlapOnAnAgent(t *testing.T) {
 				if n := strings.Count(notes[0].Content, tg); n != 1 {
 					t.Fatalf("agent %d: %q appears %d times in\n%s", a, tg, n, notes[0].Content)
 				}
+				ev := fmt.Sprintf("e-%d-%d", a, c)
+				if runs := h.runs(ev); len(runs) == 0 || runs[0].Status != store.RunCompleted {
+					t.Fatalf("event %s: final run %+v", ev, runs)
+				}
 			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(inflight) != agents {
+			t.Fatalf("the LLM saw calls for %d agents, want %d: %v", len(inflight), agents, inflight)
+		}
+		for a, n := range overlaps {
+			id, _ := strconv.ParseInt(a, 10, 64)
+			failed, err := h.ledger.List(context.Background(), ledger.Filter{AgentID: id, Kind: ledger.KindSummarize, Status: store.RunFailed, Limit: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(failed) == 0 {
+				t.Fatalf("agent %s: %d overlapping LLM calls, yet no attempt failed: two extractions ran at once and neither was refused", a, n)
+			}
+			t.Logf("agent %s: %d overlapping LLM calls (a lease renewal came late); the attempt refused: %s", a, n, failed[0].Reason)
 		}
 	})
 }
