@@ -84,8 +84,10 @@ func process(t *testing.T, ns *server.Server, dataDir, target, user, password st
 	return a
 }
 
-// denied connects as user and reports the permission errors the server sends.
-func connectAs(t *testing.T, ns *server.Server, user, password string) (*nats.Conn, func() []error) {
+// connectAs connects as user; the function returned reports the permission errors the
+// server sent, once those wanted (kind and subject pairs, as anyPermission takes them) have
+// arrived, or after 5 s with those that did.
+func connectAs(t *testing.T, ns *server.Server, user, password string) (*nats.Conn, func(want ...[2]string) []error) {
 	t.Helper()
 	var mu sync.Mutex
 	var errs []error
@@ -99,12 +101,22 @@ func connectAs(t *testing.T, ns *server.Server, user, password string) (*nats.Co
 		t.Fatalf("connect as %s: %v", user, err)
 	}
 	t.Cleanup(nc.Close)
-	return nc, func() []error {
+	return nc, func(want ...[2]string) []error {
+		// The client hands the server's -ERR to the error handler on its own goroutine, so a
+		// flush does not mean they arrived: poll for them.
 		_ = nc.Flush()
-		time.Sleep(100 * time.Millisecond)
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]error(nil), errs...)
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			mu.Lock()
+			got := append([]error(nil), errs...)
+			mu.Unlock()
+			all := true
+			for _, w := range want {
+				all = all && anyPermission(got, w[0], w[1])
+			}
+			if all || time.Now().After(deadline) {
+				return got
+			}
+		}
 	}
 }
 
@@ -168,7 +180,7 @@ func TestNATSAccountsAndPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = chat.Publish("mate.memory.summarize.5", []byte(`{}`))
-	if errs := chatErrs(); !anyPermission(errs, "Subscription", "mate.>") || !anyPermission(errs, "Publish", "mate.memory.summarize.5") {
+	if errs := chatErrs([2]string{"Subscription", "mate.>"}, [2]string{"Publish", "mate.memory.summarize.5"}); !anyPermission(errs, "Subscription", "mate.>") || !anyPermission(errs, "Publish", "mate.memory.summarize.5") {
 		t.Fatalf("chat user: want permission violations for subscribing to mate.> and publishing a summarize request, got %v", errs)
 	}
 	cjs, _ := jetstream.New(chat)
@@ -202,7 +214,7 @@ func TestNATSAccountsAndPermissions(t *testing.T) {
 	if _, err := apiNC.SubscribeSync("mate.conversation.completed.>"); err != nil {
 		t.Fatal(err)
 	}
-	if errs := apiErrs(); !anyPermission(errs, "Subscription", "mate.conversation.completed.>") {
+	if errs := apiErrs([2]string{"Subscription", "mate.conversation.completed.>"}); !anyPermission(errs, "Subscription", "mate.conversation.completed.>") {
 		t.Errorf("api user subscribing to events: want a permission violation, got %v", errs)
 	}
 
