@@ -47,17 +47,29 @@ func TestStalledConnectionFailsAtTheDeadline(t *testing.T) {
 		var n int64
 		done <- gdb.WithContext(context.Background()).Model(&store.Agent{}).Count(&n).Error
 	}()
-	time.Sleep(400 * time.Millisecond)
-	if err := store.WatchOf(gdb).Stalled(200 * time.Millisecond); err == nil {
-		t.Error("the watch does not report the statement stuck on the frozen connection")
-	}
-	select {
-	case err := <-done:
-		if err == nil || time.Since(start) > 3*time.Second {
-			t.Fatalf("statement on a frozen connection: %v after %s", err, time.Since(start))
+	// While the statement waits (until its 1 s deadline), the watch must report it stuck
+	// once it has run 200 ms: poll for that, and fail if the statement ends unreported.
+	var err error
+	reported := false
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	timeout := time.After(10 * time.Second)
+wait:
+	for {
+		select {
+		case err = <-done:
+			break wait
+		case <-tick.C:
+			reported = reported || store.WatchOf(gdb).Stalled(200*time.Millisecond) != nil
+		case <-timeout:
+			t.Fatal("a statement on a frozen connection is still waiting after 10s")
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a statement on a frozen connection is still waiting after 10s")
+	}
+	if !reported {
+		t.Error("the watch did not report the statement stuck on the frozen connection while it waited")
+	}
+	if err == nil || time.Since(start) > 3*time.Second {
+		t.Fatalf("statement on a frozen connection: %v after %s", err, time.Since(start))
 	}
 	proxy.Thaw()
 	if err := store.WatchOf(gdb).Stalled(200 * time.Millisecond); err != nil {
