@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/app"
 	"github.com/matememory/matememory/pkg/config"
+	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/store/storetest"
 )
 
@@ -76,7 +78,15 @@ func TestConversationsAsASearchSource(t *testing.T) {
 				return false
 			}
 			if len(sources) == 1 {
-				time.Sleep(1500 * time.Millisecond) // several reconciler sweeps
+				// Nothing may index them: search once the event's messages are stored and a
+				// whole reconciler sweep ran after that (the one that would index them were
+				// conversations a source).
+				waitMessages(t, a, 3, conv+"-ev", 4)
+				for i := 0; i < 2; i++ {
+					// The sweep that passes a file written now started after the messages were
+					// stored; the sweep after that starts once that one is over.
+					waitSwept(t, a, base, 3, fmt.Sprintf("sweep-%s-%d.md", conv, i))
+				}
 				if found("3", "Tiger Leaping Gorge", "conversation:"+conv) {
 					t.Fatal("a conversation was indexed although conversations are not a source")
 				}
@@ -96,4 +106,45 @@ func TestConversationsAsASearchSource(t *testing.T) {
 			stop()
 		}
 	})
+}
+
+// waitMessages waits until conversation conv of agent holds n stored messages.
+func waitMessages(t *testing.T, a *app.App, agent int64, conv string, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var got int64
+		if err := a.DB.Model(&store.Message{}).Where("agent_id = ? AND conversation_id = ?", agent, conv).Count(&got).Error; err != nil {
+			t.Fatal(err)
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("conversation %s: %d messages stored after 15 s, want %d", conv, got, n)
+		}
+	}
+}
+
+// waitSwept writes file name of agent through REST and waits until the recall reconciler's
+// sweep has passed it (its watermark over the workspace files' update time, which only a
+// sweep moves, reaches the file's).
+func waitSwept(t *testing.T, a *app.App, base string, agent int64, name string) {
+	t.Helper()
+	if r := do(t, "PUT", fmt.Sprintf("%s/api/v1/agents/%d/files/%s", base, agent, name), "", `{"content":"a marker for the reconciler's sweep"}`); r.status >= 300 {
+		t.Fatalf("write %s: %d %s", name, r.status, r.Msg)
+	}
+	var f store.WorkspaceFile
+	if err := a.DB.Where("agent_id = ? AND filename = ? AND deleted = 0", agent, name).Take(&f).Error; err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var cur store.RecallCursor
+		err := a.DB.Where("name = ?", "workspace").Take(&cur).Error
+		if err == nil && !cur.UpdateTime.Before(f.UpdateTime) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the reconciler did not sweep past %s (updated %s) within 15 s: its watermark is %s (%v)", name, f.UpdateTime, cur.UpdateTime, err)
+		}
+	}
 }
