@@ -48,7 +48,7 @@ type result struct {
 	Data   json.RawMessage `json:"data"`
 }
 
-func do(t *testing.T, method, url, key, body string, hdr ...string) result {
+func do(t testing.TB, method, url, key, body string, hdr ...string) result {
 	t.Helper()
 	r, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
