@@ -1,0 +1,861 @@
+"""MateMemory API models, generated from the served OpenAPI document by generate_models.py.
+
+Do not edit: regenerate (clients/clients_test.go fails when this file drifts).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+__all__ = [
+    'Agent',
+    'AgentBody',
+    'AgentPage',
+    'BusRetried',
+    'ConversationMessage',
+    'CronjobInput',
+    'CronjobJob',
+    'CronjobJobDeleted',
+    'CronjobJobList',
+    'Deleted',
+    'EmergenceResult',
+    'EnvelopeAgent',
+    'EnvelopeAgentPage',
+    'EnvelopeAny',
+    'EnvelopeBusRetried',
+    'EnvelopeCronjobJob',
+    'EnvelopeCronjobJobDeleted',
+    'EnvelopeCronjobJobList',
+    'EnvelopeDeleted',
+    'EnvelopeEmergenceResult',
+    'EnvelopeEventAck',
+    'EnvelopeFileHistory',
+    'EnvelopeFileList',
+    'EnvelopeListMateClawFile',
+    'EnvelopeListString',
+    'EnvelopeListToolDefinition',
+    'EnvelopeMapStringString',
+    'EnvelopeMessages',
+    'EnvelopeRecallResult',
+    'EnvelopeStatus',
+    'EnvelopeSummarizerDeadLetters',
+    'EnvelopeSummarizerRunList',
+    'EnvelopeSummarizerSummarizeResult',
+    'EnvelopeSystemPrompt',
+    'EnvelopeWindowResult',
+    'EnvelopeWorkspaceFile',
+    'EnvelopeWriteResult',
+    'ErrorEnvelope',
+    'EventAck',
+    'EventConversationCompletedEvent',
+    'EventMessage',
+    'FileHistory',
+    'FileList',
+    'LedgerRun',
+    'MateClawFile',
+    'MessageIn',
+    'Messages',
+    'MessagesBody',
+    'PatchBody',
+    'PromptFilesBody',
+    'PutBody',
+    'RecallHit',
+    'RecallResult',
+    'RollbackBody',
+    'SearchBody',
+    'Status',
+    'SummarizeInputBody',
+    'SummarizerDeadLetter',
+    'SummarizerDeadLetters',
+    'SummarizerRunList',
+    'SummarizerSummarizeResult',
+    'SystemPrompt',
+    'ToolDefinition',
+    'ToolFunction',
+    'WindowContextBody',
+    'WindowFunctionCall',
+    'WindowMessage',
+    'WindowRecallInfo',
+    'WindowRecallRequest',
+    'WindowResult',
+    'WindowTokens',
+    'WindowToolCall',
+    'WorkspaceAgentSummary',
+    'WorkspaceFile',
+    'WorkspaceHistoryEntry',
+    'WorkspaceInfo',
+    'WriteResult',
+]
+
+
+class Agent(TypedDict):
+    """The Agent schema."""
+    agentId: int
+    createTime: str
+    language: str
+    timezone: str
+
+
+class AgentBody(TypedDict):
+    """The AgentBody schema."""
+    language: NotRequired[Literal['zh', 'en']]
+    "The language of the agent's files and prompts."
+    timezone: NotRequired[str]
+    "An IANA time zone."
+
+
+class AgentPage(TypedDict):
+    """The AgentPage schema."""
+    agents: list[WorkspaceAgentSummary] | None
+    count: int
+    nextAfter: NotRequired[int]
+
+
+class BusRetried(TypedDict):
+    """The BusRetried schema."""
+    duplicate: bool
+    seq: int
+    stream: str
+    subject: str
+
+
+class ConversationMessage(TypedDict):
+    """The ConversationMessage schema."""
+    agentId: int
+    content: str
+    conversationId: str
+    createTime: str
+    id: int
+    name: NotRequired[str]
+    role: str
+    toolCallId: NotRequired[str]
+    toolCalls: NotRequired[Any]
+
+
+class CronjobInput(TypedDict):
+    """The CronjobInput schema."""
+    agentId: NotRequired[int | None]
+    "Filled in by the server when absent."
+    cronExpression: NotRequired[str | None]
+    "Filled in by the server when absent."
+    enabled: NotRequired[bool | None]
+    "Filled in by the server when absent."
+    name: NotRequired[str | None]
+    "Filled in by the server when absent."
+    requestBody: NotRequired[str | None]
+    "Filled in by the server when absent."
+    taskType: NotRequired[str | None]
+    "Filled in by the server when absent."
+    timezone: NotRequired[str | None]
+    "Filled in by the server when absent."
+    triggerMessage: NotRequired[str | None]
+    "Filled in by the server when absent."
+
+
+class CronjobJob(TypedDict):
+    """The CronjobJob schema."""
+    agentId: int
+    createTime: str
+    cronExpression: str
+    enabled: bool
+    id: int
+    lastRunTime: str | None
+    name: str
+    nextRunTime: str | None
+    requestBody: str
+    taskType: str
+    timezone: str
+    triggerMessage: str
+    updateTime: str
+
+
+class CronjobJobDeleted(TypedDict):
+    """The CronjobJobDeleted schema."""
+    deleted: bool
+    id: int
+
+
+class CronjobJobList(TypedDict):
+    """The CronjobJobList schema."""
+    count: int
+    jobs: list[CronjobJob] | None
+
+
+class Deleted(TypedDict):
+    """The Deleted schema."""
+    agentId: int
+    deleted: bool
+    filename: str
+
+
+class EmergenceResult(TypedDict):
+    """The EmergenceResult schema."""
+    reason: NotRequired[str]
+    requestId: str
+    runId: NotRequired[str]
+    runStatus: NotRequired[str]
+    status: str
+
+
+class EnvelopeAgent(TypedDict):
+    """The EnvelopeAgent schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: Agent
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeAgentPage(TypedDict):
+    """The EnvelopeAgentPage schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: AgentPage
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeAny(TypedDict):
+    """The EnvelopeAny schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: Any
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeBusRetried(TypedDict):
+    """The EnvelopeBusRetried schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: BusRetried
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeCronjobJob(TypedDict):
+    """The EnvelopeCronjobJob schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: CronjobJob
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeCronjobJobDeleted(TypedDict):
+    """The EnvelopeCronjobJobDeleted schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: CronjobJobDeleted
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeCronjobJobList(TypedDict):
+    """The EnvelopeCronjobJobList schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: CronjobJobList
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeDeleted(TypedDict):
+    """The EnvelopeDeleted schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: Deleted
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeEmergenceResult(TypedDict):
+    """The EnvelopeEmergenceResult schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: EmergenceResult
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeEventAck(TypedDict):
+    """The EnvelopeEventAck schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: EventAck
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeFileHistory(TypedDict):
+    """The EnvelopeFileHistory schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: FileHistory
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeFileList(TypedDict):
+    """The EnvelopeFileList schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: FileList
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeListMateClawFile(TypedDict):
+    """The EnvelopeListMateClawFile schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: list[MateClawFile] | None
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeListString(TypedDict):
+    """The EnvelopeListString schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: list[str] | None
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeListToolDefinition(TypedDict):
+    """The EnvelopeListToolDefinition schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: list[ToolDefinition] | None
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeMapStringString(TypedDict):
+    """The EnvelopeMapStringString schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: dict[str, str]
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeMessages(TypedDict):
+    """The EnvelopeMessages schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: Messages
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeRecallResult(TypedDict):
+    """The EnvelopeRecallResult schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: RecallResult
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeStatus(TypedDict):
+    """The EnvelopeStatus schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: Status
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeSummarizerDeadLetters(TypedDict):
+    """The EnvelopeSummarizerDeadLetters schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: SummarizerDeadLetters
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeSummarizerRunList(TypedDict):
+    """The EnvelopeSummarizerRunList schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: SummarizerRunList
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeSummarizerSummarizeResult(TypedDict):
+    """The EnvelopeSummarizerSummarizeResult schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: SummarizerSummarizeResult
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeSystemPrompt(TypedDict):
+    """The EnvelopeSystemPrompt schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: SystemPrompt
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeWindowResult(TypedDict):
+    """The EnvelopeWindowResult schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: WindowResult
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeWorkspaceFile(TypedDict):
+    """The EnvelopeWorkspaceFile schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: WorkspaceFile
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeWriteResult(TypedDict):
+    """The EnvelopeWriteResult schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: WriteResult
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class ErrorEnvelope(TypedDict):
+    """The ErrorEnvelope schema."""
+    code: int
+    "The HTTP status code, repeated."
+    msg: str
+    "What was wrong and, where it helps, what to do."
+
+
+class EventAck(TypedDict):
+    """The EventAck schema."""
+    duplicate: bool
+    eventId: str
+    seq: int
+    stream: str
+
+
+class EventConversationCompletedEvent(TypedDict):
+    """The EventConversationCompletedEvent schema."""
+    agentId: int
+    assistantReply: str
+    conversationId: str
+    eventId: NotRequired[str]
+    "Filled in by the server when absent."
+    finishReason: NotRequired[str]
+    messageCount: int
+    messages: NotRequired[list[EventMessage] | None]
+    occurredAt: NotRequired[str]
+    "Filled in by the server when absent."
+    triggerSource: str
+    turnStatus: NotRequired[str]
+    userMessage: str
+
+
+class EventMessage(TypedDict):
+    """The EventMessage schema."""
+    content: str
+    name: NotRequired[str]
+    role: str
+    toolCallId: NotRequired[str]
+    toolCalls: NotRequired[Any]
+
+
+class FileHistory(TypedDict):
+    """The FileHistory schema."""
+    agentId: int
+    count: int
+    filename: str
+    history: list[WorkspaceHistoryEntry] | None
+
+
+class FileList(TypedDict):
+    """The FileList schema."""
+    agentId: int
+    count: int
+    files: list[WorkspaceInfo] | None
+
+
+class LedgerRun(TypedDict):
+    """The LedgerRun schema."""
+    agentId: int
+    attempt: int
+    conversations: list[str] | None
+    createTime: str
+    eventId: NotRequired[str]
+    filesChanged: list[str] | None
+    kind: str
+    latencyMs: int
+    model: NotRequired[str]
+    provider: NotRequired[str]
+    reason: NotRequired[str]
+    runId: str
+    status: str
+    tokensIn: int
+    tokensOut: int
+
+
+class MateClawFile(TypedDict):
+    """The MateClawFile schema."""
+    agentId: int
+    content: str | None
+    deleted: int
+    enabled: bool
+    fileSize: int
+    filename: str
+    sortOrder: int
+    updateTime: str
+    version: int
+
+
+class MessageIn(TypedDict):
+    """The MessageIn schema."""
+    agentId: NotRequired[int]
+    "The agent (required at the top level; in a batch, optional and equal to it)."
+    content: NotRequired[str]
+    name: NotRequired[str]
+    role: NotRequired[Literal['user', 'assistant', 'system', 'tool']]
+    "Required for each message."
+    toolCallId: NotRequired[str]
+    "A tool message's call id."
+    toolCalls: NotRequired[Any]
+    "An assistant message's OpenAI tool calls (a JSON array)."
+
+
+class Messages(TypedDict):
+    """The Messages schema."""
+    agentId: int
+    conversationId: str
+    count: int
+    hasMore: bool
+    messages: list[ConversationMessage] | None
+
+
+class MessagesBody(TypedDict):
+    """The MessagesBody schema."""
+    agentId: NotRequired[int]
+    "The agent (required at the top level; in a batch, optional and equal to it)."
+    content: NotRequired[str]
+    messages: NotRequired[list[MessageIn] | None]
+    "A batch, instead of the single message's fields."
+    name: NotRequired[str]
+    role: NotRequired[Literal['user', 'assistant', 'system', 'tool']]
+    "Required for each message."
+    toolCallId: NotRequired[str]
+    "A tool message's call id."
+    toolCalls: NotRequired[Any]
+    "An assistant message's OpenAI tool calls (a JSON array)."
+
+
+class PatchBody(TypedDict):
+    """The PatchBody schema."""
+    enabled: NotRequired[bool]
+    "Whether the file is injected into the system prompt."
+    sortOrder: NotRequired[int]
+    "The file's place in the injection (ascending)."
+
+
+class PromptFilesBody(TypedDict):
+    """The PromptFilesBody schema."""
+    files: list[str] | None
+    "The files to inject, in order (required; an empty list disables every file)."
+
+
+class PutBody(TypedDict):
+    """The PutBody schema."""
+    content: str | None
+    "The file's new content (required; at most the workspace's file size limit)."
+
+
+class RecallHit(TypedDict):
+    """The RecallHit schema."""
+    date: str
+    dated: bool
+    decay: float
+    endLine: int
+    exact: NotRequired[float]
+    fileVersion: int
+    filename: str
+    heading: NotRequired[str]
+    lexical: float
+    score: float
+    snippet: str
+    source: str
+    startLine: int
+    vector: float
+
+
+class RecallResult(TypedDict):
+    """The RecallResult schema."""
+    agentId: int
+    degraded: bool
+    hits: list[RecallHit] | None
+    mode: str
+    notice: NotRequired[str]
+    query: str
+    searched: int
+
+
+class RollbackBody(TypedDict):
+    """The RollbackBody schema."""
+    version: int | None
+    "A previous version from …/history (required)."
+
+
+class SearchBody(TypedDict):
+    """The SearchBody schema."""
+    filenamePrefix: NotRequired[str]
+    "Only files whose name starts with this."
+    maxResults: NotRequired[int]
+    "At most this many hits."
+    query: str | None
+    "What to look for (required)."
+    since: NotRequired[str]
+    "Only notes dated on or after this day (YYYY-MM-DD)."
+    until: NotRequired[str]
+    "Only notes dated on or before this day (YYYY-MM-DD)."
+
+
+class Status(TypedDict):
+    """The Status schema."""
+    status: str
+
+
+class SummarizeInputBody(TypedDict):
+    """The SummarizeInputBody schema."""
+    force: NotRequired[bool]
+    "The same as ?force=true."
+
+
+class SummarizerDeadLetter(TypedDict):
+    """The SummarizerDeadLetter schema."""
+    consumer: NotRequired[str]
+    deliveries: NotRequired[int]
+    msgId: NotRequired[str]
+    payload: Any
+    reason: str
+    seq: int
+    stream: NotRequired[str]
+    streamSeq: NotRequired[int]
+    subject: str
+    time: str
+
+
+class SummarizerDeadLetters(TypedDict):
+    """The SummarizerDeadLetters schema."""
+    count: int
+    deadLetters: list[SummarizerDeadLetter] | None
+
+
+class SummarizerRunList(TypedDict):
+    """The SummarizerRunList schema."""
+    agentId: int
+    count: int
+    runs: list[LedgerRun] | None
+
+
+class SummarizerSummarizeResult(TypedDict):
+    """The SummarizerSummarizeResult schema."""
+    noWorker: NotRequired[bool]
+    "No summarizer worker is running."
+    reason: str
+    requestId: str
+    runId: NotRequired[str]
+    seq: NotRequired[int]
+    status: Literal['completed', 'skipped', 'refused', 'pending']
+    "pending (202): the request stays queued; its outcome will be in the run ledger under requestId."
+
+
+class SystemPrompt(TypedDict):
+    """The SystemPrompt schema."""
+    agentId: int
+    content: str
+
+
+class ToolDefinition(TypedDict):
+    """The ToolDefinition schema."""
+    function: ToolFunction
+    type: str
+
+
+class ToolFunction(TypedDict):
+    """The ToolFunction schema."""
+    description: str
+    name: str
+    parameters: Any
+
+
+class WindowContextBody(TypedDict):
+    """The WindowContextBody schema."""
+    maxInputTokens: NotRequired[int]
+    "The input budget; 0 or absent for the default."
+    messages: NotRequired[list[WindowMessage]]
+    "Inline OpenAI-format history; omit it to use the stored messages."
+    model: NotRequired[str]
+    "Picks the tokenizer and the default budget."
+    recall: NotRequired[WindowRecallRequest]
+    "Put memory search hits in the system message."
+    systemPrompt: NotRequired[str]
+    "The chat service's own system prompt; the workspace files follow it."
+    userMessage: str | None
+    "The current user message, placed last (required)."
+
+
+class WindowFunctionCall(TypedDict):
+    """The WindowFunctionCall schema."""
+    arguments: str
+    name: str
+
+
+class WindowMessage(TypedDict):
+    """The WindowMessage schema."""
+    content: str | None
+    name: NotRequired[str]
+    role: str
+    tool_call_id: NotRequired[str]
+    tool_calls: NotRequired[list[WindowToolCall] | None]
+
+
+class WindowRecallInfo(TypedDict):
+    """The WindowRecallInfo schema."""
+    degraded: NotRequired[bool]
+    hits: int
+    included: int
+    mode: NotRequired[str]
+    notice: NotRequired[str]
+    query: str
+    sources: NotRequired[list[RecallHit] | None]
+    tokens: int
+
+
+class WindowRecallRequest(TypedDict):
+    """The WindowRecallRequest schema."""
+    maxTokens: NotRequired[int]
+    "Filled in by the server when absent."
+    query: NotRequired[str]
+    "Filled in by the server when absent."
+    topK: NotRequired[int]
+    "Filled in by the server when absent."
+
+
+class WindowResult(TypedDict):
+    """The WindowResult schema."""
+    cacheHit: bool
+    compacted: bool
+    currentFromHistory: NotRequired[bool]
+    degraded: bool
+    degradedReason: NotRequired[str]
+    emergency: NotRequired[bool]
+    exact: bool
+    flushId: NotRequired[str]
+    flushReason: NotRequired[str]
+    flushRequested: bool
+    historyMessages: int
+    historyRead: int
+    historySource: str
+    kept: int
+    language: str
+    llmCalls: int
+    messages: list[WindowMessage] | None
+    model: NotRequired[str]
+    recall: NotRequired[WindowRecallInfo]
+    skippedMessages: NotRequired[int]
+    summarized: int
+    summaryKind: NotRequired[str]
+    tokenizer: str
+    tokens: WindowTokens
+    trimmed: int
+    warnings: NotRequired[list[str] | None]
+
+
+class WindowTokens(TypedDict):
+    """The WindowTokens schema."""
+    before: int
+    budget: int
+    current: int
+    history: int
+    priming: int
+    recall: NotRequired[int]
+    summary: int
+    system: int
+    total: int
+    trigger: int
+    workspace: int
+
+
+class WindowToolCall(TypedDict):
+    """The WindowToolCall schema."""
+    function: WindowFunctionCall
+    id: str
+    type: str
+
+
+class WorkspaceAgentSummary(TypedDict):
+    """The WorkspaceAgentSummary schema."""
+    agentId: int
+    createTime: str
+    fileCount: int
+    language: str
+    lastUpdate: str
+    timezone: str
+
+
+class WorkspaceFile(TypedDict):
+    """The WorkspaceFile schema."""
+    agentId: int
+    content: str
+    createTime: str
+    enabled: bool
+    fileSize: int
+    filename: str
+    sortOrder: int
+    updateTime: str
+    version: int
+
+
+class WorkspaceHistoryEntry(TypedDict):
+    """The WorkspaceHistoryEntry schema."""
+    action: str
+    actor: str
+    content: str
+    enabled: bool
+    fileSize: int
+    ref: str
+    replacedAt: str
+    version: int
+
+
+class WorkspaceInfo(TypedDict):
+    """The WorkspaceInfo schema."""
+    enabled: bool
+    fileSize: int
+    filename: str
+    sortOrder: int
+    updateTime: str
+    version: int
+
+
+class WriteResult(TypedDict):
+    """The WriteResult schema."""
+    agentId: int
+    content: str
+    createTime: str
+    created: bool
+    enabled: bool
+    fileSize: int
+    filename: str
+    sortOrder: int
+    updateTime: str
+    version: int
