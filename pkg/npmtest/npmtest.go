@@ -9,8 +9,8 @@ import (
 	"testing"
 )
 
-// Install copies files (package.json, package-lock.json and whatever else the test runs)
-// from src into a temporary directory, runs npm ci there and returns the directory. Without
+// Install copies files (package.json, package-lock.json and whatever else the test runs;
+// slash-separated paths relative to src, folders kept) from src into a temporary directory, runs npm ci there and returns the directory. Without
 // node and npm the test is skipped, except under CI=true, where it fails; with -short it is
 // skipped.
 func Install(t testing.TB, src string, files ...string) string {
@@ -30,11 +30,15 @@ func Install(t testing.TB, src string, files ...string) string {
 	}
 	dir := t.TempDir()
 	for _, f := range files {
-		b, err := os.ReadFile(filepath.Join(src, f))
+		b, err := os.ReadFile(filepath.Join(src, filepath.FromSlash(f)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+		dst := filepath.Join(dir, filepath.FromSlash(f))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

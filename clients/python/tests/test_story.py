@@ -86,7 +86,12 @@ def test_story() -> None:
         assert run["status"] == "completed", run
 
         # Search for what the extraction wrote.
+        # The index follows the file's change asynchronously: poll with a deadline.
+        deadline = time.monotonic() + 30
         found = mem.search(AGENT, {"query": fact, "filenamePrefix": "memory/"})
+        while not found["hits"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+            found = mem.search(AGENT, {"query": fact, "filenamePrefix": "memory/"})
         hits = found["hits"] or []
         assert hits, found
         assert re.fullmatch(r"memory/\d{4}-\d{2}-\d{2}\.md", hits[0]["filename"])

@@ -82,7 +82,13 @@ test("chat-service story", { skip: !live && "MATE_URL and MATE_AGENT_ID not set"
   assert.equal(run.status, "completed", run.reason);
 
   // Search for what the extraction wrote.
-  const found = await mem.search(agentId, { query: fact, filenamePrefix: "memory/" });
+  // The index follows the file's change asynchronously: poll with a deadline.
+  const deadline = Date.now() + 30_000;
+  let found = await mem.search(agentId, { query: fact, filenamePrefix: "memory/" });
+  while ((found.hits ?? []).length === 0 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 50));
+    found = await mem.search(agentId, { query: fact, filenamePrefix: "memory/" });
+  }
   const hit = (found.hits ?? [])[0];
   assert.ok(hit, `no hit for ${fact}: ${JSON.stringify(found)}`);
   assert.match(hit.filename, /^memory\/\d{4}-\d{2}-\d{2}\.md$/);
