@@ -207,8 +207,8 @@ func TestClients(t *testing.T) {
 		}
 		_, err := os.Stat(py)
 		if err == nil {
-			if out, perr := exec.Command(py, "-c", "import httpx, pytest, mypy, fastapi, uvicorn").CombinedOutput(); perr != nil {
-				err = fmt.Errorf("%s lacks a module: %s (apt-get install python3-httpx python3-pytest mypy python3-fastapi python3-uvicorn)", py, out)
+			if out, perr := exec.Command(py, "-c", "import setuptools, httpx, pytest, mypy, fastapi, uvicorn, ensurepip").CombinedOutput(); perr != nil {
+				err = fmt.Errorf("%s lacks a module: %s (apt-get install python3-httpx python3-pytest mypy python3-fastapi python3-uvicorn python3-pip python3-venv python3-setuptools)", py, out)
 			}
 		}
 		need(t, "python3 with httpx, pytest, mypy, fastapi and uvicorn", err)
@@ -232,6 +232,18 @@ func TestClients(t *testing.T) {
 		})
 		t.Run("mypy", func(t *testing.T) {
 			run(t, dir, env, py, "-m", "mypy", "--strict", "--cache-dir", t.TempDir(), "matememory", "tests", "examples")
+		})
+		t.Run("pip", func(t *testing.T) {
+			// pyproject.toml installs with pip (offline here: the system's setuptools, no index).
+			venv := t.TempDir()
+			run(t, venv, os.Environ(), py, "-m", "venv", "--system-site-packages", venv)
+			vpy := filepath.Join(venv, "bin", "python")
+			run(t, venv, os.Environ(), vpy, "-m", "pip", "install", "-q", "--no-index", "--no-build-isolation", dir)
+			out := run(t, venv, []string{"PYTHONDONTWRITEBYTECODE=1"}, vpy, "-c",
+				"import matememory, importlib.metadata as m; print(matememory.__file__, m.version('matememory'), matememory.MateMemory.read_file.__name__)")
+			if !strings.Contains(out, filepath.Join(venv, "lib")) || !strings.Contains(out, "read_file") {
+				t.Fatalf("installed package: %s", out)
+			}
 		})
 		t.Run("story", func(t *testing.T) {
 			out := run(t, dir, env, py, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs", "tests")
