@@ -29,7 +29,7 @@ import (
 
 // Agents of the suites (the story key may act for them; the other key for none of them).
 const (
-	keys         = "story-key=11,12,13,14;other-key=99"
+	keys         = "story-key-0123456789=11,12,13,14;other-key-0123456789=99"
 	tsAgent      = 11
 	pyAgent      = 12
 	expressAgent = 13
@@ -91,7 +91,7 @@ func startService(t *testing.T) service {
 }
 
 func (s service) env(agent int) []string {
-	return append(os.Environ(), "MATE_URL="+s.url, "MATE_API_KEY=story-key", "MATE_OTHER_KEY=other-key", fmt.Sprintf("MATE_AGENT_ID=%d", agent))
+	return append(os.Environ(), "MATE_URL="+s.url, "MATE_API_KEY=story-key-0123456789", "MATE_OTHER_KEY=other-key-0123456789", fmt.Sprintf("MATE_AGENT_ID=%d", agent))
 }
 
 // need skips the test when a tool is missing, except under CI=true, where it fails.
@@ -349,7 +349,7 @@ func chatStory(t *testing.T, svc service, chat *chatModel, base string, agent in
 		}
 		eventID = out.EventID
 	}
-	c, err := client.New(svc.url, "story-key")
+	c, err := client.New(svc.url, "story-key-0123456789")
 	if err != nil {
 		t.Fatal(err)
 	}

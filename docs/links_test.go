@@ -12,7 +12,7 @@ var (
 	mdLink   = regexp.MustCompile(`\[[^\]]*\]\(([^)\s]+)\)`)
 	backtick = regexp.MustCompile("`([^`]+)`")
 	// A path into the repository: starts with one of its top-level folders.
-	repoPath = regexp.MustCompile(`^(\./)?(pkg|cmd|deploy|docs|prompts|test)/[A-Za-z0-9_./*{}-]*$`)
+	repoPath = regexp.MustCompile(`^(\./)?(pkg|cmd|deploy|docs|prompts|test|clients)/[A-Za-z0-9_./*{}-]*$`)
 	heading  = regexp.MustCompile(`(?m)^#{1,6}\s+(.+?)\s*$`)
 	fence    = regexp.MustCompile("(?s)```.*?```")
 )
