@@ -130,8 +130,10 @@ export class MateMemory {
       try {
         sent = await call();
       } catch (err) {
+        // A 2xx whose body is not JSON (a proxy's page) is not the API answering.
+        if (err instanceof SyntaxError) throw new MateMemoryError(500, 500, `response is not the API's JSON envelope: ${err.message}`, method, path);
         // A transport failure (fetch rejects with a TypeError); the caller's abort is not retried.
-        if (!safe || attempt >= this.retry.attempts || isAbort(err)) throw err;
+        if (!safe || attempt >= this.retry.attempts || !(err instanceof TypeError)) throw err;
         await sleep(this.backoff(attempt, undefined));
         continue;
       }
@@ -364,10 +366,6 @@ function toError(method: string, path: string, response: Response, body: unknown
   const status = response.ok ? (code >= 300 ? code : 500) : response.status;
   if (response.ok && code < 300) msg = `response is not the API's JSON envelope: ${msg}`;
   return errorFor(status, code, msg, method, path, response.headers);
-}
-
-function isAbort(err: unknown): boolean {
-  return err instanceof Error && (err.name === "AbortError" || err.name === "TimeoutError");
 }
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {

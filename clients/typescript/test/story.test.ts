@@ -154,3 +154,27 @@ test("retries only where safe", async () => {
   assert.equal(err.retryAfterMs, 0);
   assert.equal(limited.seen.length, 2, "429 is retried even for a POST: the server refused before doing anything");
 });
+
+test("transport errors are retried only where safe; a page that is not the envelope is an error", async () => {
+  const seen: string[] = [];
+  const flaky = (async (req: Request): Promise<Response> => {
+    seen.push(req.method);
+    if (seen.length === 1) throw new TypeError("fetch failed");
+    return new Response(JSON.stringify({ code: 200, data: { content: "x", version: 1 } }), { status: 200, headers: { "Content-Type": "application/json" } });
+  }) as unknown as typeof fetch;
+  const c = new MateMemory({ baseUrl: "http://mem.test", fetch: flaky, retry: { baseMs: 1, maxMs: 5 } });
+  assert.equal((await c.readFile(1, "a.md")).content, "x");
+  assert.deepEqual(seen, ["GET", "GET"]);
+  seen.length = 0;
+  const once = (async (req: Request): Promise<Response> => {
+    seen.push(req.method);
+    throw new TypeError("fetch failed");
+  }) as unknown as typeof fetch;
+  const t = new MateMemory({ baseUrl: "http://mem.test", fetch: once, retry: { baseMs: 1, maxMs: 5 } });
+  await assert.rejects(t.executeTool(1, "write_workspace_memory_file", { filename: "a.md", content: "x" }), TypeError);
+  assert.deepEqual(seen, ["POST"], "a tool call is not repeated");
+
+  const html = (async () => new Response("<html>proxy</html>", { status: 200, headers: { "Content-Type": "text/html" } })) as unknown as typeof fetch;
+  const h = new MateMemory({ baseUrl: "http://mem.test", fetch: html });
+  await assert.rejects(h.readFile(1, "a.md"), (e: unknown) => e instanceof MateMemoryError && /not the API's JSON envelope/.test(e.msg));
+});
