@@ -70,13 +70,13 @@ type service struct {
 	document []byte
 }
 
-func startService(t *testing.T) service {
+func startService(t *testing.T, configure ...func(*config.Config)) service {
 	t.Helper()
 	fake := llmtest.New(t, extractionModel)
-	a := apptest.Start(t, keys, func(c *config.Config) {
+	a := apptest.Start(t, keys, append([]func(*config.Config){func(c *config.Config) {
 		c.Mate.LLM.BaseURL, c.Mate.LLM.APIKey, c.Mate.LLM.Model = fake.URL+"/v1/", "test-key", "fake-model"
 		c.Mate.Memory.CooldownMinutes = 0.02
-	})
+	}}, configure...)...)
 	url := "http://" + a.Addr
 	resp, err := http.Get(url + "/api/v1/openapi.json")
 	if err != nil {
@@ -148,7 +148,19 @@ func TestClients(t *testing.T) {
 	if testing.Short() {
 		t.Skip("installs npm packages and runs node and python")
 	}
-	svc := startService(t)
+	// The browser page's origin may call the API (CORS), as a web chat would.
+	var pageRoot atomic.Value
+	pages := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/" {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			_, _ = io.WriteString(w, browserPage)
+			return
+		}
+		root, _ := pageRoot.Load().(string)
+		http.FileServer(http.Dir(root)).ServeHTTP(w, r)
+	}))
+	t.Cleanup(pages.Close)
+	svc := startService(t, func(c *config.Config) { c.Mate.HTTP.CORSOrigins = []string{pages.URL} })
 	chat := newChatModel(t)
 
 	t.Run("typescript", func(t *testing.T) {
@@ -190,6 +202,10 @@ func TestClients(t *testing.T) {
 			if !strings.Contains(out, "# fail 0") || !strings.Contains(out, "# skipped 0") || strings.Contains(out, "# pass 0") {
 				t.Fatalf("node --test did not pass every test:\n%s", out)
 			}
+		})
+		t.Run("browser", func(t *testing.T) {
+			pageRoot.Store(dir)
+			browserStory(t, pages.URL, svc)
 		})
 		t.Run("express", func(t *testing.T) {
 			cmd := exec.Command("node", "dist/examples/express.js")

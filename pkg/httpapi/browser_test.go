@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -102,7 +103,15 @@ func TestBrowserProtections(t *testing.T) {
 	r.Header.Set("Access-Control-Request-Method", "POST")
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
-	if w.Code != 204 || !strings.Contains(w.Header().Get("Access-Control-Allow-Headers"), "Authorization") {
+	if w.Code != 204 {
 		t.Fatalf("preflight: %d %v", w.Code, w.Header())
+	}
+	// Every request header a client sends may be sent from a browser (the TypeScript client
+	// sends X-Tool-Call-Id with a tool call, If-Match with a versioned write).
+	allowed := strings.Split(w.Header().Get("Access-Control-Allow-Headers"), ", ")
+	for _, h := range []string{"Authorization", "Content-Type", "If-Match", "X-Request-Id", "X-Tool-Call-Id"} {
+		if !slices.Contains(allowed, h) {
+			t.Errorf("preflight does not allow %s: %v", h, allowed)
+		}
 	}
 }
