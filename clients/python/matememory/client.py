@@ -67,7 +67,8 @@ class _Wait:
         if left <= 0:
             state = f"last run {self.last['status']}: {self.last.get('reason', '')}" if self.last else "no run yet"
             raise TimeoutError(f"matememory: waiting for the outcome of {event_id} timed out ({state})")
-        wait = min(self.interval, left)
+        # float(): the caller tells a run from a wait by type, and intervals may be ints.
+        wait = float(min(self.interval, left))
         self.interval = min(self.interval * 2, self.max_interval)
         return wait
 

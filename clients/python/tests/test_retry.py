@@ -102,3 +102,30 @@ def test_async_retry() -> None:
 
     asyncio.run(run())
     assert len(seen) == 2
+
+
+def test_wait_run_waits_through_deferred_and_retried_runs() -> None:
+    answers: list[list[dict[str, str]]] = [
+        [],
+        [{"runId": "r1", "status": "deferred", "reason": "cooldown"}],
+        [{"runId": "r2", "status": "failed", "reason": "model timeout"}, {"runId": "r1", "status": "deferred"}],
+        [{"runId": "r3", "status": "completed"}, {"runId": "r2", "status": "failed"}],
+    ]
+    seen: list[str] = []
+
+    def handle(req: httpx.Request) -> httpx.Response:
+        seen.append(str(req.url))
+        runs = answers[min(len(seen) - 1, len(answers) - 1)]
+        return httpx.Response(200, json={"code": 200, "data": {"agentId": 1, "count": len(runs), "runs": runs}})
+
+    with MateMemory("http://mem.test", transport=httpx.MockTransport(handle)) as c:
+        # Integer intervals are accepted as they would be typed by hand.
+        run = c.wait_run(1, "evt-1", interval=0, max_interval=0)
+    assert run["runId"] == "r3"
+    assert len(seen) == 4 and "eventId=evt-1" in seen[0]
+
+    seen.clear()
+    answers[:] = [[{"runId": "r1", "status": "deferred", "reason": "cooldown"}]]
+    with MateMemory("http://mem.test", transport=httpx.MockTransport(handle)) as c, \
+            pytest.raises(TimeoutError, match="last run deferred: cooldown"):
+        c.wait_run(1, "evt-1", timeout=0.05, interval=0.01)

@@ -178,3 +178,27 @@ test("transport errors are retried only where safe; a page that is not the envel
   const h = new MateMemory({ baseUrl: "http://mem.test", fetch: html });
   await assert.rejects(h.readFile(1, "a.md"), (e: unknown) => e instanceof MateMemoryError && /not the API's JSON envelope/.test(e.msg));
 });
+
+test("waitRun waits through deferred and retried runs, and times out naming the last one", async () => {
+  const answers = [
+    [],
+    [{ runId: "r1", status: "deferred", reason: "cooldown" }],
+    [{ runId: "r2", status: "failed", reason: "model timeout" }, { runId: "r1", status: "deferred" }],
+    [{ runId: "r3", status: "completed" }, { runId: "r2", status: "failed" }],
+  ];
+  const urls: string[] = [];
+  const f = (async (req: Request): Promise<Response> => {
+    urls.push(req.url);
+    const runs = answers[Math.min(urls.length - 1, answers.length - 1)];
+    return new Response(JSON.stringify({ code: 200, data: { agentId: 1, count: runs!.length, runs } }), { status: 200, headers: { "Content-Type": "application/json" } });
+  }) as unknown as typeof fetch;
+  const c = new MateMemory({ baseUrl: "http://mem.test", fetch: f });
+  assert.equal((await c.waitRun(1, "evt-1", { intervalMs: 1, maxIntervalMs: 2 })).runId, "r3");
+  assert.equal(urls.length, 4);
+  assert.match(urls[0]!, /eventId=evt-1/);
+  answers.splice(0, answers.length, [{ runId: "r1", status: "deferred", reason: "cooldown" }]);
+  await assert.rejects(c.waitRun(1, "evt-1", { timeoutMs: 30, intervalMs: 5 }), /last run deferred: cooldown/);
+  const abort = new AbortController();
+  abort.abort(new Error("caller gave up"));
+  await assert.rejects(c.waitRun(1, "evt-1", { signal: abort.signal }), /caller gave up/);
+});
