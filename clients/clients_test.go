@@ -17,12 +17,11 @@ import (
 	"regexp"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
-	"github.com/matememory/matememory/pkg/app/apptest"
 	"github.com/matememory/matememory/pkg/client"
-	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/llm/llmtest"
 	"github.com/matememory/matememory/pkg/npmtest"
 )
@@ -70,14 +69,35 @@ type service struct {
 	document []byte
 }
 
-func startService(t *testing.T, configure ...func(*config.Config)) service {
+// startService builds cmd/api and runs it as `make run` does (all-in-one: API, workers and
+// scheduler on an embedded NATS, SQLite in a temporary directory), configured only through
+// its environment, with the scripted extraction model; it stops at cleanup.
+func startService(t *testing.T, corsOrigin string) service {
 	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("go is needed to build cmd/api: %v", err)
+	}
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "api")
+	build := exec.Command(goBin, "build", "-o", bin, "./cmd/api")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/api: %v\n%s", err, out)
+	}
 	fake := llmtest.New(t, extractionModel)
-	a := apptest.Start(t, keys, append([]func(*config.Config){func(c *config.Config) {
-		c.Mate.LLM.BaseURL, c.Mate.LLM.APIKey, c.Mate.LLM.Model = fake.URL+"/v1/", "test-key", "fake-model"
-		c.Mate.Memory.CooldownMinutes = 0.02
-	}}, configure...)...)
-	url := "http://" + a.Addr
+	cmd := exec.Command(bin, "-target=all")
+	// Only the settings below: none of the developer's MATE_* or OPENAI_* leaks in.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "MATE_") && !strings.HasPrefix(kv, "OPENAI_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "MATE_HTTP_ADDR=127.0.0.1:0", "MATE_DATA_DIR="+filepath.Join(tmp, "data"),
+		"MATE_AUTH_KEYS="+keys, "MATE_HTTP_CORS_ORIGINS="+corsOrigin, "MATE_TIMEZONE=UTC", "MATE_NATS_SYNC_ALWAYS=false",
+		"MATE_LLM_BASE_URL="+fake.URL+"/v1/", "MATE_LLM_API_KEY=test-key", "MATE_LLM_MODEL=fake-model",
+		"MATE_MEMORY_COOLDOWN_MINUTES=0.02")
+	url := startPrinting(t, cmd, regexp.MustCompile(`listening on (http://127\.0\.0\.1:\d+)`))
 	resp, err := http.Get(url + "/api/v1/openapi.json")
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +180,7 @@ func TestClients(t *testing.T) {
 		http.FileServer(http.Dir(root)).ServeHTTP(w, r)
 	}))
 	t.Cleanup(pages.Close)
-	svc := startService(t, func(c *config.Config) { c.Mate.HTTP.CORSOrigins = []string{pages.URL} })
+	svc := startService(t, pages.URL)
 	chat := newChatModel(t)
 
 	t.Run("typescript", func(t *testing.T) {
@@ -301,8 +321,16 @@ func startPrinting(t *testing.T, cmd *exec.Cmd, ready *regexp.Regexp) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		// SIGTERM first (the service finishes in-flight work), then SIGKILL after a while.
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
 		pw.Close()
 	})
 	found := make(chan string, 1)
