@@ -4,8 +4,8 @@
     python3 generate_models.py http://127.0.0.1:8080/api/v1/openapi.json > matememory/models.py
 
 No generator for OpenAPI 3.1 into TypedDicts is packaged by Debian, and the document uses
-only plain JSON Schema (object, array, scalar types, nullable unions, enums, $ref), so this
-maps exactly that and refuses anything else rather than guessing. clients/clients_test.go
+only plain JSON Schema (object, array, scalar types, nullable unions, enums, const, oneOf and
+anyOf of those, $ref), so this maps exactly that and refuses anything else rather than guessing. clients/clients_test.go
 regenerates the file from the live document and fails when the committed one differs.
 """
 
@@ -34,11 +34,24 @@ def ref_name(ref: str) -> str:
 
 
 def py_type(s: dict[str, Any], where: str) -> str:
-    unknown = set(s) - IGNORED - {"type", "items", "$ref", "enum", "properties", "required", "additionalProperties"}
+    unknown = set(s) - IGNORED - {"type", "items", "$ref", "enum", "const", "properties", "required", "additionalProperties", "oneOf", "anyOf"}
     if unknown:
         raise SystemExit(f"{where}: unsupported schema keys {sorted(unknown)}")
     if "$ref" in s:
         return ref_name(s["$ref"])
+    for key in ("oneOf", "anyOf"):
+        if key in s:
+            if set(s) - IGNORED - {key}:
+                raise SystemExit(f"{where}: {key} beside other type keys")
+            members: list[str] = []
+            for i, m in enumerate(s[key]):
+                for part in py_type(m, f"{where}.{key}[{i}]").split(" | "):
+                    if part not in members:
+                        members.append(part)
+            # None last, as the other unions have it.
+            return " | ".join(sorted(members, key=lambda m: m == "None"))
+    if "const" in s:
+        return f"Literal[{s['const']!r}]"
     types = s.get("type")
     if types is None:
         return "Any"
