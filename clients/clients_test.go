@@ -155,15 +155,28 @@ func generated(t *testing.T, committed string, fresh []byte) {
 		t.Logf("%s regenerated", committed)
 		return
 	}
-	t.Errorf("%s differs from what the served OpenAPI document generates (%d bytes committed, %d generated); regenerate it: MATE_UPDATE_CLIENTS=1 go test -run 'TestClients/.*/generated' ./clients", committed, len(old), len(fresh))
+	a, b := strings.Split(string(old), "\n"), strings.Split(string(fresh), "\n")
+	line := 0
+	for line < min(len(a), len(b)) && a[line] == b[line] {
+		line++
+	}
+	at := func(l []string) string {
+		if line < len(l) {
+			return l[line]
+		}
+		return "(end of file)"
+	}
+	t.Errorf("%s differs from what the served OpenAPI document generates, from line %d:\n  committed: %s\n  generated: %s\nregenerate it: MATE_UPDATE_CLIENTS=1 go test -run 'TestClients/.*/generated' ./clients",
+		committed, line+1, at(a), at(b))
 }
 
-// TestClients runs the TypeScript and the Python client against the live service: the
+// TestClients runs the TypeScript and the Python client against the built service: the
 // generation checks (committed types equal what the served document generates), the type
-// checks (tsc strict, mypy --strict), the chat-service story of each suite, and the Express
-// and FastAPI examples with a fake chat model that calls a memory tool. Without node/npm or
-// Debian's python3 with httpx, pytest, mypy, FastAPI and uvicorn it is skipped, except under
-// CI=true, where it fails.
+// checks (tsc strict, mypy --strict), pip installing the Python package, the chat-service
+// story of each suite, the TypeScript client in Chromium from another origin, and the
+// Express and FastAPI examples with a fake chat model that calls a memory tool. Without
+// node/npm, Chromium, or Debian's python3 with httpx, pytest, mypy, FastAPI and uvicorn the
+// parts that need them are skipped, except under CI=true, where they fail.
 func TestClients(t *testing.T) {
 	if testing.Short() {
 		t.Skip("installs npm packages and runs node and python")
