@@ -194,9 +194,11 @@ func TestClients(t *testing.T) {
 	}))
 	t.Cleanup(pages.Close)
 	svc := startService(t, pages.URL)
-	chat := newChatModel(t)
 
+	// The two clients share the service (each its own agents) and overlap: one installs and
+	// compiles while the other type-checks.
 	t.Run("typescript", func(t *testing.T) {
+		t.Parallel()
 		var files []string
 		err := filepath.WalkDir("typescript", func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -243,13 +245,16 @@ func TestClients(t *testing.T) {
 		t.Run("express", func(t *testing.T) {
 			cmd := exec.Command("node", "dist/examples/express.js")
 			cmd.Dir = dir
-			cmd.Env = append(svc.env(expressAgent), "OPENAI_BASE_URL="+chat.url+"/v1", "OPENAI_API_KEY=chat-key", "PORT=0")
+			cmd.Env = append(svc.env(expressAgent), "OPENAI_API_KEY=chat-key", "PORT=0")
+			chat := newChatModel(t)
+			cmd.Env = append(cmd.Env, "OPENAI_BASE_URL="+chat.url+"/v1")
 			port := startPrinting(t, cmd, regexp.MustCompile(`listening on (\d+)`))
 			chatStory(t, svc, chat, "http://127.0.0.1:"+port, expressAgent, "fact-express-matcha")
 		})
 	})
 
 	t.Run("python", func(t *testing.T) {
+		t.Parallel()
 		py := os.Getenv("MATE_PYTHON")
 		if py == "" {
 			py = "/usr/bin/python3"
@@ -311,6 +316,7 @@ func TestClients(t *testing.T) {
 			}
 			addr := l.Addr().String()
 			l.Close()
+			chat := newChatModel(t)
 			// uvicorn serves the listener handed to it as fd 3: no port to guess.
 			cmd := exec.Command(py, "-m", "uvicorn", "--fd", "3", "fastapi_chat:app")
 			cmd.Dir = filepath.Join(dir, "examples")
