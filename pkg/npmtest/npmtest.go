@@ -10,9 +10,9 @@ import (
 )
 
 // Install copies files (package.json, package-lock.json and whatever else the test runs;
-// slash-separated paths relative to src, folders kept) from src into a temporary directory, runs npm ci there and returns the directory. Without
-// node and npm the test is skipped, except under CI=true, where it fails; with -short it is
-// skipped.
+// slash-separated paths relative to src, folders kept) from src into a temporary directory,
+// runs npm ci there and returns the directory. Without node and npm the test is skipped,
+// except under CI=true, where it fails; with -short it is skipped.
 func Install(t testing.TB, src string, files ...string) string {
 	t.Helper()
 	if testing.Short() {
