@@ -166,6 +166,8 @@ def context(agent_id: int, conversation_id: str, user_message: str, system_promp
     if recall:
         body["recall"] = {} if recall is True else recall
     path = f"/api/v1/agents/{agent_id}/conversations/{seg(conversation_id)}/context" + ("/retry" if retry else "")
+    # Safe to repeat: it changes nothing but caches, and the memory flush it may request has an
+    # id made of the agent, conversation and last evicted message (JetStream deduplicates).
     return Call("POST", path, True, body=body)
 
 

@@ -222,6 +222,8 @@ export class MateMemory {
     const { recall, ...rest } = req;
     const body: ContextRequest = { ...rest };
     if (recall) body.recall = recall === true ? {} : recall;
+    // Safe to repeat: it changes nothing but caches, and the memory flush it may request has
+    // an id made of the agent, conversation and last evicted message (JetStream deduplicates).
     return this.send("POST", `/api/v1/agents/${agentId}/conversations/${conversationId}/context`, true, () =>
       this.api.POST("/api/v1/agents/{agentId}/conversations/{conversationId}/context", {
         params: { path: { agentId, conversationId } },
