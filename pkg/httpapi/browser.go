@@ -68,7 +68,7 @@ func (s *Server) corsHeaders(w http.ResponseWriter, r *http.Request) bool {
 	h.Set("Access-Control-Expose-Headers", "ETag, Location, Retry-After, X-Request-Id")
 	if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 		h.Set("Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE")
-		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, If-Match, X-Request-Id, X-Tool-Call-Id, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID, traceparent, tracestate")
+		h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, If-Match, If-None-Match, X-Request-Id, X-Tool-Call-Id, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID, traceparent, tracestate")
 		h.Set("Access-Control-Max-Age", "600")
 		w.WriteHeader(http.StatusNoContent)
 		return true

@@ -33,8 +33,8 @@ func registerMateClaw(s *httpapi.Server, h wsHandlers) {
 	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: base + "/files/{filename}", OperationID: "mateclawGetFile", Tags: tags,
 		Summary: "MateClaw: read a file", Metadata: rest, Errors: []int{403, 404, 405}}, h.get)
 	httpapi.Register(s, huma.Operation{Method: http.MethodPut, Path: base + "/files/{filename}", OperationID: "mateclawWriteFile", Tags: tags,
-		Summary: "MateClaw: create or replace a file (200 either way)", Description: "If-Match optional, as on the native route.",
-		Metadata: rest, Errors: []int{403, 404, 405, 409}}, h.mcPut)
+		Summary: "MateClaw: create or replace a file (200 either way)", Description: "If-Match and If-None-Match: * optional, as on the native route (412 when If-None-Match: * finds the file).",
+		Metadata: rest, Errors: []int{403, 404, 405, 409, 412}}, h.mcPut)
 	httpapi.Register(s, huma.Operation{Method: http.MethodDelete, Path: base + "/files/{filename}", OperationID: "mateclawDeleteFile", Tags: tags,
 		Summary: "MateClaw: delete a file (logically)", Description: "If-Match optional; data is null.",
 		Metadata: rest, Errors: []int{403, 404, 405, 409}}, h.mcDelete)

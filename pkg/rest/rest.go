@@ -4,6 +4,7 @@ package rest
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -39,9 +40,9 @@ func RegisterWorkspace(s *httpapi.Server, ws *workspace.Service) {
 		Errors:   []int{403, 404}}, h.history)
 	httpapi.Register(s, huma.Operation{Method: http.MethodPut, Path: files + "/{filename}", OperationID: "writeFile", Tags: tags,
 		Summary:     "Create or replace a file's content",
-		Description: "If-Match: <version> writes only over that version (a stale one gets 409); If-Match: 0 creates only. 201 when the write created the file.",
+		Description: "If-Match: <version> writes only over that version (a stale one gets 409); If-Match: 0 creates only (409 when the file exists); If-None-Match: * creates only too, with RFC 9110's 412 when the file exists. 201 when the write created the file.",
 		Metadata:    map[string]any{httpapi.MetaRest: "filename", httpapi.MetaAlso: []int{http.StatusCreated}},
-		Errors:      []int{403, 404, 405, 409}}, h.put)
+		Errors:      []int{403, 404, 405, 409, 412}}, h.put)
 	httpapi.Register(s, huma.Operation{Method: http.MethodPatch, Path: files + "/{filename}", OperationID: "setFileFlags", Tags: tags,
 		Summary: "Change whether a file is injected and its order", Description: "If-Match optional.",
 		Metadata: rest, Errors: []int{403, 404, 405, 409}}, h.patch)
@@ -180,7 +181,8 @@ type putBody struct {
 
 type putInput struct {
 	WriteParams
-	Body putBody
+	IfNoneMatch string `header:"If-None-Match" enum:"*" doc:"* creates only: the write is refused with 412 when the file exists (RFC 9110 create-only semantics). Combine it with no If-Match, or with If-Match: 0."`
+	Body        putBody
 }
 
 // WriteResult is the file written and whether the write created it.
@@ -211,10 +213,23 @@ func (h wsHandlers) write(ctx context.Context, in *putInput) (workspace.File, bo
 	if err != nil {
 		return workspace.File{}, false, err
 	}
+	createOnly := in.IfNoneMatch == "*"
+	if createOnly {
+		if expect != workspace.AnyVersion && expect != workspace.CreateOnly {
+			return workspace.File{}, false, httpapi.BadRequest("If-None-Match: * (create only) contradicts If-Match: %s (overwrite that version); send one of them", strings.TrimSpace(in.IfMatch))
+		}
+		expect = workspace.CreateOnly
+	}
 	if in.Body.Content == nil {
 		return workspace.File{}, false, httpapi.BadRequest(`content is required: {"content":"..."}`)
 	}
-	return h.ws.Write(ctx, in.AgentID, in.Filename, *in.Body.Content, expect, in.change())
+	f, created, err := h.ws.Write(ctx, in.AgentID, in.Filename, *in.Body.Content, expect, in.change())
+	if createOnly && errors.Is(err, workspace.ErrConflict) {
+		// RFC 9110 §13.1.2: a failed If-None-Match on a write is 412, where If-Match: 0
+		// (this API's own create-only) keeps its 409.
+		return f, false, &httpapi.Error{Status: http.StatusPreconditionFailed, Msg: err.Error() + " (If-None-Match: * creates only)", Err: err}
+	}
+	return f, created, err
 }
 
 type patchBody struct {

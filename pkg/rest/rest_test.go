@@ -261,6 +261,50 @@ func TestIfMatch(t *testing.T) {
 	})
 }
 
+// TestIfNoneMatch: PUT with If-None-Match: * creates only, on the native and the MateClaw
+// route; over an existing file it answers 412 (RFC 9110 §13.1.2) and leaves the file as it was.
+func TestIfNoneMatch(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		s := start(t, db, "")
+		for _, route := range []struct{ base, created string }{
+			{"/api/v1/agents/3/files/", "201"},
+			{"/api/v1/agents/4/workspace/files/", "200"},
+		} {
+			f := route.base + "notes/once.md"
+			for _, c := range []struct {
+				name, ifMatch, ifNoneMatch string
+				status                     int
+				msg                        string
+			}{
+				{"creates", "", "*", 0, ""},
+				{"existing file", "", "*", 412, "already exists (version 1)"},
+				{"with If-Match 0", "0", "*", 412, "already exists"},
+				{"with a version", "1", "*", 400, "contradicts If-Match: 1"},
+				{"an entity tag", "", `"1"`, 400, "If-None-Match"},
+			} {
+				hdr := []string{"If-None-Match", c.ifNoneMatch}
+				if c.ifMatch != "" {
+					hdr = append(hdr, "If-Match", c.ifMatch)
+				}
+				r := s.req(t, "PUT", f, `{"content":"`+c.name+`"}`, hdr...)
+				want := c.status
+				if want == 0 {
+					want = map[string]int{"201": 201, "200": 200}[route.created]
+				}
+				if r.status != want || !strings.Contains(r.Msg, c.msg) {
+					t.Errorf("%s %s: %s; want %d %q", f, c.name, r, want, c.msg)
+				}
+			}
+			r := s.req(t, "GET", f, "")
+			var file workspace.File
+			r.into(t, &file)
+			if file.Version != 1 || file.Content != "creates" {
+				t.Errorf("%s after refused creates: version %d %q", f, file.Version, file.Content)
+			}
+		}
+	})
+}
+
 func TestFilesAPI(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db storetest.DB) {
 		s := start(t, db, "")
