@@ -52,9 +52,10 @@ type Server struct {
 	reqs    *prometheus.CounterVec
 	latency *prometheus.HistogramVec
 
-	mu       sync.Mutex
-	api      huma.API
-	dispatch map[string]*dispatch
+	mu             sync.Mutex
+	api            huma.API
+	dispatch       map[string]*dispatch
+	protocolErrors map[string]ProtocolErrors // by mux pattern (HandleRawOp)
 
 	// traced wraps each route in a server span (WithTracing); nil = no tracing.
 	traced func(pattern string, h http.Handler) http.Handler
@@ -88,7 +89,7 @@ func WithTracing(tp trace.TracerProvider, prop propagation.TextMapPropagator) Op
 // New builds a server. reg receives the HTTP metrics and is served at /metrics.
 func New(auth *Authenticator, reg *prometheus.Registry, log *slog.Logger, opts ...Option) *Server {
 	installErrorModel()
-	s := &Server{mux: http.NewServeMux(), auth: auth, log: log, reg: reg, dispatch: map[string]*dispatch{}}
+	s := &Server{mux: http.NewServeMux(), auth: auth, log: log, reg: reg, dispatch: map[string]*dispatch{}, protocolErrors: map[string]ProtocolErrors{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -231,7 +232,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.browserCheck(r); err != nil {
-		writeErr(w, err)
+		s.refuse(w, r, err)
 		return
 	}
 	if strings.HasPrefix(r.URL.Path, "/api/") && r.Method != http.MethodConnect {

@@ -622,15 +622,25 @@ func Optional(s *Server, t reflect.Type, fields ...string) {
 	}
 }
 
+// ProtocolErrors is implemented by a raw operation's handler that speaks a protocol of its
+// own (MCP's JSON-RPC): the refusals the server makes before the handler runs for a reason
+// of that protocol's transport (the browser protections: Origin, Host, a body that is not
+// JSON) are then written by WriteProtocolError instead of as the API's envelope, so the
+// client reads them as its protocol says. Authentication keeps the envelope.
+type ProtocolErrors interface {
+	WriteProtocolError(w http.ResponseWriter, r *http.Request, status int, msg string)
+}
+
 // HandleRawOp registers a plain http.Handler (a protocol of its own, like MCP) behind
-// authentication, documented by op: the statuses in op.Errors get the error envelope.
+// authentication, documented by op: the statuses in op.Errors that op.Responses does not
+// describe get the error envelope (401 always).
 func (s *Server) HandleRawOp(op huma.Operation, h http.Handler) {
 	pattern := op.Method + " " + op.Path
 	s.mux.Handle(pattern, s.instrument(pattern, false, h))
 	if op.Responses == nil {
 		op.Responses = map[string]*huma.Response{}
 	}
-	ref := s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[ErrorEnvelope](), true, "")
+	ref := SchemaRef[ErrorEnvelope](s)
 	for _, c := range append([]int{http.StatusUnauthorized}, op.Errors...) {
 		if op.Responses[fmt.Sprint(c)] == nil {
 			op.Responses[fmt.Sprint(c)] = &huma.Response{Description: http.StatusText(c),
@@ -639,7 +649,32 @@ func (s *Server) HandleRawOp(op huma.Operation, h http.Handler) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if pe, ok := h.(ProtocolErrors); ok {
+		s.protocolErrors[pattern] = pe
+	}
 	s.api.OpenAPI().AddOperation(&op)
+}
+
+// SchemaRef registers T's schema in the document's components and returns a reference to
+// it, for raw operations that document the Go types they write.
+func SchemaRef[T any](s *Server) *huma.Schema {
+	return s.api.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[T](), true, "")
+}
+
+// refuse answers one of the server's own refusals: in the route's protocol when its handler
+// writes ProtocolErrors, else as the envelope.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	if _, pattern := s.mux.Handler(r); pattern != "" {
+		s.mu.Lock()
+		pe := s.protocolErrors[pattern]
+		s.mu.Unlock()
+		if pe != nil {
+			st, msg := Classify(err)
+			pe.WriteProtocolError(w, r, st, msg)
+			return
+		}
+	}
+	writeErr(w, err)
 }
 
 // AgentParam documents the {agentId} path parameter of a raw operation.

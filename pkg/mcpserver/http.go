@@ -128,42 +128,74 @@ func NewHandler(t Tools, o HTTPOptions) *Handler {
 	return h
 }
 
-// Register mounts the handler at Path on s, behind s's authentication.
+// Register mounts the handler at Path on s, behind s's authentication, and documents what
+// each method answers: JSON-RPC error objects (RPCErrorResponse) for the protocol's and the
+// transport's refusals, the API's envelope for authentication, the agent id and the language.
 func Register(s *httpapi.Server, t Tools, o HTTPOptions) *Handler {
 	h := NewHandler(t, o)
 	tags := []string{"MCP"}
 	params := []*huma.Param{httpapi.AgentParam(),
 		{Name: "language", In: "query", Description: "The language of the tool descriptions.", Schema: &huma.Schema{Type: "string", Enum: []any{"zh", "en"}}}}
 	session := &huma.Param{Name: "Mcp-Session-Id", In: "header", Description: "The session an initialize handshake created.", Schema: &huma.Schema{Type: "string"}}
-	rpc := func(desc string) map[string]*huma.MediaType {
+	rpcErr, envelope := httpapi.SchemaRef[RPCErrorResponse](s), httpapi.SchemaRef[httpapi.ErrorEnvelope](s)
+	// answer documents an error status: a JSON-RPC error, or (either) the API's envelope.
+	answer := func(desc string, withEnvelope bool) *huma.Response {
+		sch := rpcErr
+		if withEnvelope {
+			sch = &huma.Schema{OneOf: []*huma.Schema{rpcErr, envelope}}
+		}
+		return &huma.Response{Description: desc, Content: map[string]*huma.MediaType{"application/json": {Schema: sch}}}
+	}
+	allow := map[string]*huma.Param{"Allow": {Description: "POST: the only method without a session.", Schema: &huma.Schema{Type: "string"}}}
+	responses := func(extra map[string]*huma.Response) map[string]*huma.Response {
+		r := map[string]*huma.Response{
+			"400": answer("A JSON-RPC error (invalid request, unsupported protocol version), or the envelope for an agent id or language the API refuses", true),
+			"403": answer("The envelope when the key may not act for the agent; a JSON-RPC error without id for a foreign Origin or, without API keys, a Host that is not loopback", true),
+			"404": answer("A JSON-RPC error: an Mcp-Session-Id this replica does not know or that another agent, language or key created; under the 2026-07-28 protocol also an unknown method (SEP-2575)", false),
+			"500": answer("An internal error: the envelope before the MCP server ran, a JSON-RPC error after", true),
+		}
+		for k, v := range extra {
+			r[k] = v
+		}
+		return r
+	}
+	body := func(desc string) map[string]*huma.MediaType {
 		return map[string]*huma.MediaType{"application/json": {Schema: &huma.Schema{Type: "object", Description: desc}}}
 	}
 	stream := map[string]*huma.MediaType{"text/event-stream": {Schema: &huma.Schema{Type: "string", Description: "Server-sent events carrying JSON-RPC messages."}}}
+	notAcceptable := answer("A JSON-RPC error: the Accept header does not cover both application/json and text/event-stream (a wildcard that covers them, */*, is accepted)", false)
 	s.HandleRawOp(huma.Operation{Method: http.MethodPost, Path: Path, OperationID: "mcpMessage", Tags: tags,
-		Summary:     "Model Context Protocol over streamable HTTP",
-		Description: "The workspace memory tools and the memory files as resources, bound to the agent in the URL. Stateless (any replica answers); an initialize handshake gets a session. Protocol errors are JSON-RPC error objects (-32700, -32601, -32602); authentication and the agent id keep the API's envelope.",
+		Summary: "Model Context Protocol over streamable HTTP",
+		Description: "The workspace memory tools and the memory files as resources, bound to the agent in the URL. Stateless (any replica answers); an initialize handshake gets a session. " +
+			"A JSON-RPC error of a request (-32601 method not found, -32602 invalid params) is a 200 answer, as any other JSON-RPC response; the transport's refusals have their HTTP status and a JSON-RPC error body; authentication and the agent id keep the API's envelope.",
 		Parameters:  append(params, session),
-		RequestBody: &huma.RequestBody{Required: true, Content: rpc("A JSON-RPC 2.0 request, notification or response (MCP).")},
-		Responses: map[string]*huma.Response{
-			"200": {Description: "A JSON-RPC response, or a stream of them", Content: map[string]*huma.MediaType{
-				"application/json": rpc("A JSON-RPC 2.0 response.")["application/json"], "text/event-stream": stream["text/event-stream"]}},
+		RequestBody: &huma.RequestBody{Required: true, Content: body("A JSON-RPC 2.0 request, notification or response (MCP).")},
+		Responses: responses(map[string]*huma.Response{
+			"200": {Description: "A JSON-RPC response (a result or an error), or a stream of them", Content: map[string]*huma.MediaType{
+				"application/json": body("A JSON-RPC 2.0 response.")["application/json"], "text/event-stream": stream["text/event-stream"]}},
 			"202": {Description: "A notification or response was accepted"},
-			"400": {Description: "A JSON-RPC error (parse error, invalid request)", Content: rpc("A JSON-RPC 2.0 error response.")},
-		},
-		Errors: []int{http.StatusForbidden, http.StatusNotFound}}, h)
+			"400": answer("A JSON-RPC error: the body is not JSON (-32700) or no JSON-RPC message (-32600), an unsupported protocol version; or the envelope for an agent id or language the API refuses", true),
+			"406": notAcceptable,
+			"413": answer("A JSON-RPC error: the body exceeds 8 MiB", false),
+			"415": answer("A JSON-RPC error: the body is not application/json", false),
+		})}, h)
 	s.HandleRawOp(huma.Operation{Method: http.MethodGet, Path: Path, OperationID: "mcpEventStream", Tags: tags,
 		Summary:     "MCP event stream of a session",
 		Description: "For initialize-based clients: the notifications of the session named by Mcp-Session-Id (405 without one).",
 		Parameters:  append(params, session),
-		Responses: map[string]*huma.Response{"200": {Description: "The session's notifications", Content: stream},
-			"405": {Description: "No Mcp-Session-Id: a stateless client has no stream to open"}},
-		Errors: []int{http.StatusForbidden, http.StatusNotFound}}, h)
+		Responses: responses(map[string]*huma.Response{
+			"200": {Description: "The session's notifications", Content: stream},
+			"405": {Description: "No Mcp-Session-Id: a stateless client has no stream to open (a JSON-RPC error)", Headers: allow, Content: answer("", false).Content},
+			"406": answer("A JSON-RPC error: the Accept header does not cover text/event-stream", false),
+		})}, h)
 	s.HandleRawOp(huma.Operation{Method: http.MethodDelete, Path: Path, OperationID: "mcpEndSession", Tags: tags,
 		Summary:    "End an MCP session",
 		Parameters: append(params, session),
-		Responses: map[string]*huma.Response{"204": {Description: "The session is closed"},
-			"405": {Description: "No Mcp-Session-Id"}},
-		Errors: []int{http.StatusForbidden, http.StatusNotFound}}, h)
+		Responses: responses(map[string]*huma.Response{
+			"204": {Description: "The session is closed"},
+			"405": {Description: "No Mcp-Session-Id (a JSON-RPC error)", Headers: allow, Content: answer("", false).Content},
+			"415": answer("A JSON-RPC error: a body that is not application/json", false),
+		})}, h)
 	return h
 }
 
@@ -197,6 +229,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	stateful := sessionID != ""
 	stream := r.Method == http.MethodGet && stateful // a session's event stream
 	var reqID jsonrpc.ID
+	notification := false
 	if r.Method == http.MethodPost {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, httpapi.MaxBodyBytes))
 		if err != nil {
@@ -225,6 +258,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if len(msgs) == 1 {
 			reqID = msgs[0].id()
+			notification = !reqID.IsValid() && msgs[0].Method != ""
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
@@ -240,7 +274,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	}
 	ctx := context.WithValue(r.Context(), bindingKey{}, b)
-	jw := &jsonErrors{ResponseWriter: w, id: reqID}
+	jw := &jsonErrors{ResponseWriter: w, id: reqID, notification: notification}
 	if stateful {
 		jw.onHeader = func() {
 			if id := w.Header().Get("Mcp-Session-Id"); id != "" && sessionID == "" {
@@ -371,8 +405,9 @@ func peek(body []byte) ([]rpcMessage, error) {
 // status.
 type jsonErrors struct {
 	http.ResponseWriter
-	id       jsonrpc.ID
-	onHeader func() // called once before the status is written
+	id           jsonrpc.ID // the request's, when the body is one call
+	notification bool       // the body is one notification
+	onHeader     func()     // called once before the status is written
 	capture  bool
 	status   int
 	buf      bytes.Buffer
@@ -415,28 +450,75 @@ func (w *jsonErrors) finish() {
 	}
 	w.Header().Del("X-Content-Type-Options")
 	msg := strings.TrimSpace(w.buf.String())
-	code := int64(jsonrpc.CodeInvalidRequest)
-	if strings.HasPrefix(msg, "JSON RPC not handled") {
-		// The SDK's words for a method it does not serve (it answers -32601 itself only to
-		// the stateless protocol).
+	code, status := int64(jsonrpc.CodeInvalidRequest), w.status
+	switch {
+	case strings.HasPrefix(msg, "JSON RPC not handled") && status == http.StatusBadRequest:
+		// The SDK's words for a method it does not serve, refused before the protocol
+		// layer sees it (the 2026-07-28 protocol gets SEP-2575's 404 from the SDK itself).
+		// The protocols of 2025 answer an unknown method as any other JSON-RPC error, in a
+		// 200 response, as the TypeScript and Python SDKs' servers do: a client then reads
+		// it as the method's error (the TypeScript SDK's McpError) and not as a transport
+		// failure. A notification of a method nobody handles is accepted and dropped.
 		code = jsonrpc.CodeMethodNotFound
+		switch {
+		case w.id.IsValid():
+			status = http.StatusOK
+		case w.notification:
+			w.Header().Del("Content-Type")
+			w.ResponseWriter.WriteHeader(http.StatusAccepted)
+			return
+		}
+	case strings.HasPrefix(msg, "Accept must contain"):
+		// RFC 9110 §15.5.7 and the TypeScript and Python SDKs' servers: a client that
+		// cannot take both answer types is told so with 406 (the Go SDK says 400).
+		status = http.StatusNotAcceptable
 	}
-	writeRPCError(w.ResponseWriter, w.status, w.id, code, msg)
+	writeRPCError(w.ResponseWriter, status, w.id, code, msg)
+}
+
+// RPCErrorResponse is a JSON-RPC 2.0 error response: the body of every refusal of the MCP
+// endpoint that is not the API's own (authentication, the agent id, the language). The
+// OpenAPI document describes these answers with this type.
+type RPCErrorResponse struct {
+	JSONRPC string   `json:"jsonrpc" enum:"2.0"`
+	ID      RPCID    `json:"id" doc:"The request's id; null when the body held no single request whose id could be read."`
+	Error   RPCError `json:"error"`
+}
+
+// RPCError is the error object of a JSON-RPC error response.
+type RPCError struct {
+	Code    int64  `json:"code" example:"-32601" doc:"-32700 parse error, -32600 invalid request (the transport's refusals too), -32601 method not found, -32602 invalid params."`
+	Message string `json:"message" doc:"What was wrong."`
+}
+
+// RPCID is a JSON-RPC request id: a string, an integer, or null.
+type RPCID struct{ jsonrpc.ID }
+
+// MarshalJSON writes the id, or null when it is not set.
+func (id RPCID) MarshalJSON() ([]byte, error) {
+	if !id.IsValid() {
+		return []byte("null"), nil
+	}
+	return json.Marshal(id.Raw())
+}
+
+// Schema documents the id (huma.SchemaProvider).
+func (RPCID) Schema(huma.Registry) *huma.Schema {
+	return &huma.Schema{OneOf: []*huma.Schema{{Type: "string"}, {Type: "integer"}, {Type: "null"}}}
 }
 
 // writeRPCError answers a JSON-RPC error object with an HTTP status.
 func writeRPCError(w http.ResponseWriter, status int, id jsonrpc.ID, code int64, msg string) {
-	var rawID any
-	if id.IsValid() {
-		rawID = id.Raw()
-	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"jsonrpc": "2.0",
-		"id":      rawID,
-		"error":   map[string]any{"code": code, "message": msg},
-	})
+	_ = json.NewEncoder(w).Encode(RPCErrorResponse{JSONRPC: "2.0", ID: RPCID{id}, Error: RPCError{Code: code, Message: msg}})
+}
+
+// WriteProtocolError answers the API's own transport refusals of an MCP request (a foreign
+// Origin or Host, a body that is not JSON) as JSON-RPC errors without id, as the streamable
+// HTTP transport has them (httpapi.ProtocolErrors).
+func (h *Handler) WriteProtocolError(w http.ResponseWriter, _ *http.Request, status int, msg string) {
+	writeRPCError(w, status, jsonrpc.ID{}, jsonrpc.CodeInvalidRequest, msg)
 }
 
 // writeError answers with the API's error envelope.

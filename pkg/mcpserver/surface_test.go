@@ -376,7 +376,7 @@ func TestHTTPProtocolErrorsAreJSONRPC(t *testing.T) {
 	}{
 		{"parse error", `{"jsonrpc":"2.0","id":1,"method":`, 400, -32700, nil},
 		{"not a message", `[1,2]`, 400, -32600, nil},
-		{"unknown method", `{"jsonrpc":"2.0","id":7,"method":"no/such/method"}`, 400, -32601, 7.0},
+		{"unknown method", `{"jsonrpc":"2.0","id":7,"method":"no/such/method"}`, 200, -32601, 7.0},
 		{"prompts are not served", `{"jsonrpc":"2.0","id":11,"method":"prompts/list"}`, 200, -32601, 11.0},
 		{"logging is not served", `{"jsonrpc":"2.0","id":12,"method":"logging/setLevel","params":{"level":"info"}}`, 200, -32601, 12.0},
 		{"unknown tool", `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"delete_everything","arguments":{}}}`, 200, -32602, 8.0},
@@ -397,7 +397,7 @@ func TestHTTPProtocolErrorsAreJSONRPC(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := readAll(t, resp)
-	checkRPCError(t, resp.StatusCode, body, 400, jsonrpc.CodeInvalidRequest, 3.0)
+	checkRPCError(t, resp.StatusCode, body, 406, jsonrpc.CodeInvalidRequest, 3.0)
 	req, _ = http.NewRequest(http.MethodGet, "http://"+a.Addr+"/api/v1/agents/1/mcp", nil)
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err = http.DefaultClient.Do(req)

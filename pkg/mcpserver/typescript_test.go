@@ -15,8 +15,10 @@ import (
 
 // TestTypeScriptSDK runs the official MCP TypeScript SDK (pinned by
 // testdata/tsclient/package-lock.json, installed with npm ci into a temporary directory)
-// against the app: it lists and calls every tool, reads a resource and receives a change
-// notification. Without npm it is skipped, except under CI=true, where it fails.
+// against the app: it lists and calls every tool, reads a resource, receives a change
+// notification, and gets an unknown method's error as an McpError (a JSON-RPC error in a
+// 200 answer), not as a transport failure. Without npm it is skipped, except under CI=true,
+// where it fails.
 func TestTypeScriptSDK(t *testing.T) {
 	dir := npmtest.Install(t, filepath.Join("testdata", "tsclient"), "package.json", "package-lock.json", "client.mjs")
 
@@ -38,6 +40,7 @@ func TestTypeScriptSDK(t *testing.T) {
 		Templates      []string        `json:"templates"`
 		Memory         string          `json:"memory"`
 		Updated        []string        `json:"updated"`
+		UnknownMethod  string          `json:"unknownMethod"`
 	}
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("report %q: %v", out, err)
@@ -53,6 +56,9 @@ func TestTypeScriptSDK(t *testing.T) {
 	}
 	if len(r.Tools) != len(want) || len(r.Untitled) > 0 || len(r.NoOutputSchema) > 0 {
 		t.Errorf("tools %v; without title %v; without output schema %v", r.Tools, r.Untitled, r.NoOutputSchema)
+	}
+	if r.UnknownMethod != "McpError -32601" {
+		t.Errorf("an unknown method reached the TypeScript client as %q, want an McpError -32601", r.UnknownMethod)
 	}
 	if !strings.Contains(r.BadFilename, "'..'") {
 		t.Errorf("../x.md answered %q", r.BadFilename)

@@ -5,6 +5,8 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import {
+  EmptyResultSchema,
+  McpError,
   ResourceListChangedNotificationSchema,
   ResourceUpdatedNotificationSchema,
 } from "@modelcontextprotocol/sdk/types.js";
@@ -65,6 +67,15 @@ try {
   // Arguments the input schema refuses are a tool error the model can read.
   const bad = await client.callTool({ name: "read_workspace_memory_file", arguments: { filename: "../x.md" } });
   report.badFilename = bad.isError ? bad.content[0].text : "accepted";
+
+  // A method the server does not serve is a JSON-RPC error of that request (an McpError),
+  // not a failure of the transport (StreamableHTTPError).
+  try {
+    await client.request({ method: "foo/bar", params: {} }, EmptyResultSchema);
+    report.unknownMethod = "answered";
+  } catch (e) {
+    report.unknownMethod = `${e instanceof McpError ? "McpError" : e.constructor.name} ${e.code}`;
+  }
 
   const { resources } = await client.listResources();
   report.resources = resources.map((r) => r.uri);
