@@ -408,9 +408,9 @@ type jsonErrors struct {
 	id           jsonrpc.ID // the request's, when the body is one call
 	notification bool       // the body is one notification
 	onHeader     func()     // called once before the status is written
-	capture  bool
-	status   int
-	buf      bytes.Buffer
+	capture      bool
+	status       int
+	buf          bytes.Buffer
 }
 
 func (w *jsonErrors) WriteHeader(code int) {
