@@ -103,17 +103,29 @@ const (
 	MetaFallback = "matememory.fallback"
 )
 
+// metaRegistry holds the schema registry in an operation's metadata, for the messages of
+// body validation errors.
+const metaRegistry = "matememory.registry"
+
 // Register adds a typed operation. op needs Method, Path, OperationID, Summary and Tags;
 // Errors lists the statuses the handler itself can answer (400, 401, 413, 415 and 500 are
-// added from the route's shape). Request bodies are decoded strictly (unknown fields and
-// trailing data are refused) and validated by the services, whose messages say what was
-// wrong; parameters are validated by huma against their declared types and limits.
+// added from the route's shape). Parameters and request bodies are validated by huma against
+// their declared types and limits, the rules the document states (unknown fields and
+// trailing data are refused too); the services then check what no schema can say, with
+// messages that say what was wrong.
 func Register[I, O any](s *Server, op huma.Operation, h func(context.Context, *I) (*O, error)) {
 	if op.MaxBodyBytes == 0 {
 		op.MaxBodyBytes = MaxBodyBytes
 	}
 	op.BodyReadTimeout = -1 // ignored: the server's read timeout applies (serverDeadlines)
-	op.SkipValidateBody = true
+	// Bodies are validated by huma against the schema the document shows (types, required
+	// fields, limits), so the two cannot differ; the registry lets the error messages name
+	// each rule. An operation whose body no schema describes sets SkipValidateBody itself.
+	op.Metadata = maps.Clone(op.Metadata)
+	if op.Metadata == nil {
+		op.Metadata = map[string]any{}
+	}
+	op.Metadata[metaRegistry] = s.api.OpenAPI().Components.Schemas
 	in := reflect.TypeFor[I]()
 	errs := map[int]bool{http.StatusInternalServerError: true}
 	if strings.HasPrefix(op.Path, "/api/") {
@@ -549,7 +561,7 @@ func newError(op *huma.Operation, status int, msg string, errs ...error) huma.St
 func detailMessage(op *huma.Operation, d *huma.ErrorDetail) string {
 	where, name, _ := strings.Cut(d.Location, ".")
 	if where == "body" {
-		return "invalid JSON body: " + d.Message
+		return bodyMessage(op, name, d)
 	}
 	var sch *huma.Schema
 	if op != nil {
@@ -569,36 +581,148 @@ func detailMessage(op *huma.Operation, d *huma.ErrorDetail) string {
 	if strings.Contains(d.Message, "required") {
 		return fmt.Sprintf("%s parameter %s is required", where, name)
 	}
+	if msg := ruleMessage(name, sch, d.Message, fmt.Sprintf("%q", got), got); msg != "" {
+		return msg
+	}
+	return fmt.Sprintf("%s (%s) %s, got %q", name, where, d.Message, got)
+}
+
+// ruleMessage says which of sch's rules the value broke, or "" when it is none of those it
+// knows: quoted is the value as the message shows it, raw as a length is counted on.
+func ruleMessage(name string, sch *huma.Schema, rule, quoted, raw string) string {
 	switch {
 	case len(sch.Enum) > 0:
 		accepted := make([]string, len(sch.Enum))
 		for i, e := range sch.Enum {
 			accepted[i] = fmt.Sprint(e)
 		}
-		return fmt.Sprintf("%s %q is not supported; accepted: %s", name, got, strings.Join(accepted, ", "))
+		return fmt.Sprintf("%s %s is not supported; accepted: %s", name, quoted, strings.Join(accepted, ", "))
 	case sch.Type == "integer":
 		switch {
 		case sch.Minimum != nil && sch.Maximum != nil:
-			return fmt.Sprintf("%s must be %v to %v, got %q", name, *sch.Minimum, *sch.Maximum, got)
+			return fmt.Sprintf("%s must be %v to %v, got %s", name, *sch.Minimum, *sch.Maximum, quoted)
 		case sch.Minimum != nil && *sch.Minimum == 1:
-			return fmt.Sprintf("%s must be a positive integer, got %q", name, got)
+			return fmt.Sprintf("%s must be a positive integer, got %s", name, quoted)
 		case sch.Minimum != nil:
-			return fmt.Sprintf("%s must be a whole number of at least %v, got %q", name, *sch.Minimum, got)
+			return fmt.Sprintf("%s must be a whole number of at least %v, got %s", name, *sch.Minimum, quoted)
 		}
-		return fmt.Sprintf("%s must be an integer, got %q", name, got)
+		return fmt.Sprintf("%s must be an integer, got %s", name, quoted)
 	case sch.Type == "boolean":
-		return fmt.Sprintf("%s must be true or false, got %q", name, got)
-	case sch.Type == "string" && (sch.MinLength != nil || sch.MaxLength != nil) && strings.Contains(d.Message, "length"):
+		return fmt.Sprintf("%s must be true or false, got %s", name, quoted)
+	case sch.Type == "string" && (sch.MinLength != nil || sch.MaxLength != nil) && strings.Contains(rule, "length"):
 		lo, hi := 0, 0
 		if sch.MinLength != nil {
 			lo = *sch.MinLength
 		}
 		if sch.MaxLength != nil {
 			hi = *sch.MaxLength
+			return fmt.Sprintf("%s must be %d to %d characters long, got %d", name, lo, hi, utf8.RuneCountInString(raw))
 		}
-		return fmt.Sprintf("%s must be %d to %d characters long, got %d", name, lo, hi, utf8.RuneCountInString(got))
+		return fmt.Sprintf("%s must be at least %d characters long, got %d", name, lo, utf8.RuneCountInString(raw))
 	}
-	return fmt.Sprintf("%s (%s) %s, got %q", name, where, d.Message, got)
+	return ""
+}
+
+// bodyMessage turns a validation detail of the request body (at path: "", "opts",
+// "messages[0].content") into a sentence naming the field, its rule and the value received.
+func bodyMessage(op *huma.Operation, path string, d *huma.ErrorDetail) string {
+	parent := bodySchema(op, path)
+	if prop, ok := strings.CutPrefix(d.Message, "expected required property "); ok {
+		prop = strings.TrimSuffix(prop, " to be present")
+		return joinPath(path, prop) + " is required"
+	}
+	if path == "" {
+		// Not a rule of the schema: the body is no JSON, or more than one value.
+		return "invalid JSON body: " + d.Message
+	}
+	base := parentPath(path)
+	if d.Message == "unexpected property" {
+		msg := fmt.Sprintf("unknown field %q", path)
+		if up := bodySchema(op, base); up != nil && len(up.Properties) > 0 {
+			msg += "; accepted: " + strings.Join(slices.Sorted(maps.Keys(up.Properties)), ", ")
+		}
+		return msg
+	}
+	got, _ := json.Marshal(d.Value)
+	raw := fmt.Sprint(d.Value)
+	sch := parent
+	if sch == nil {
+		return fmt.Sprintf("%s: %s, got %s", path, d.Message, got)
+	}
+	if what, ok := strings.CutPrefix(d.Message, "expected "); ok && slices.Contains([]string{"string", "integer", "number", "boolean", "array", "object"}, what) {
+		article := "a"
+		if what == "integer" || what == "array" || what == "object" {
+			article = "an"
+		}
+		orNull := ""
+		if sch.Nullable {
+			orNull = " or null"
+		}
+		return fmt.Sprintf("%s must be %s %s%s, got %s", path, article, what, orNull, got)
+	}
+	if msg := ruleMessage(path, sch, d.Message, string(got), raw); msg != "" {
+		return msg
+	}
+	return fmt.Sprintf("%s %s, got %s", path, d.Message, got)
+}
+
+// bodySchema resolves the schema of the body at path ("" is the body itself).
+func bodySchema(op *huma.Operation, path string) *huma.Schema {
+	if op == nil || op.RequestBody == nil || op.RequestBody.Content["application/json"] == nil {
+		return nil
+	}
+	reg, _ := op.Metadata[metaRegistry].(huma.Registry)
+	deref := func(s *huma.Schema) *huma.Schema {
+		for s != nil && s.Ref != "" && reg != nil {
+			s = reg.SchemaFromRef(s.Ref)
+		}
+		return s
+	}
+	sch := deref(op.RequestBody.Content["application/json"].Schema)
+	for _, tok := range pathTokens(path) {
+		if sch == nil {
+			return nil
+		}
+		if tok == "[]" {
+			sch = deref(sch.Items)
+			continue
+		}
+		sch = deref(sch.Properties[tok])
+	}
+	return sch
+}
+
+// pathTokens splits "messages[0].tool_calls[1].id" into messages, [], tool_calls, [], id.
+func pathTokens(path string) []string {
+	var out []string
+	for _, part := range strings.Split(path, ".") {
+		if part == "" {
+			continue
+		}
+		name, rest, _ := strings.Cut(part, "[")
+		if name != "" {
+			out = append(out, name)
+		}
+		for ; rest != ""; _, rest, _ = strings.Cut(rest, "[") {
+			out = append(out, "[]")
+		}
+	}
+	return out
+}
+
+// parentPath is the path of the object holding the last field of path.
+func parentPath(path string) string {
+	if i := strings.LastIndex(path, "."); i >= 0 {
+		return path[:i]
+	}
+	return ""
+}
+
+func joinPath(path, field string) string {
+	if path == "" {
+		return field
+	}
+	return path + "." + field
 }
 
 // Optional marks fields of t's schema as optional in requests: fields the service fills in

@@ -26,8 +26,10 @@ type probeInput struct {
 	Force bool   `query:"force"`
 	Need  int64  `query:"need" required:"true" minimum:"1"`
 	Body  struct {
-		Text *string `json:"text"`
-		Opts *struct {
+		Text  *string `json:"text"`
+		Count int     `json:"count,omitempty" minimum:"1" maximum:"50"`
+		Lang  string  `json:"lang,omitempty" enum:"zh,en"`
+		Opts  *struct {
 			Deep bool `json:"deep"`
 		} `json:"opts,omitempty"`
 	}
@@ -51,7 +53,7 @@ func TestTypedOperationMessages(t *testing.T) {
 				return nil, err
 			}
 			if in.Body.Text == nil {
-				return nil, httpapi.BadRequest("text is required")
+				return nil, httpapi.BadRequest("text may not be null")
 			}
 			return httpapi.OK(probeOutput{Name: in.Name}), nil
 		})
@@ -75,13 +77,21 @@ func TestTypedOperationMessages(t *testing.T) {
 		{ok + "&force=maybe", `{"text":"x"}`, 400, `force must be true or false, got "maybe"`},
 		{"/api/v1/agents/1/probe/ab", `{"text":"x"}`, 400, "query parameter need is required"},
 		{ok, ``, 400, "request body is empty"},
-		{ok, `{"text":"x","other":1}`, 400, `invalid JSON body: json: unknown field "other"; accepted: text, opts`},
-		// A nested object's field: the top level's names would mislead.
-		{ok, `{"text":"x","opts":{"deeper":true}}`, 400, `invalid JSON body: json: unknown field "deeper"$`},
-		{ok, `{"text":1}`, 400, "invalid JSON body"},
-		{ok, `{"text":"x"} {}`, 400, "more than one JSON value"},
+		// The body is validated against the schema the document shows, each broken rule named.
+		{ok, `{"text":"x","other":1}`, 400, `unknown field "other"; accepted: count, lang, opts, text$`},
+		// A nested object's field: its own object's names are the accepted ones.
+		{ok, `{"text":"x","opts":{"deep":true,"deeper":true}}`, 400, `unknown field "opts.deeper"; accepted: deep$`},
+		{ok, `{"text":"x","opts":{}}`, 400, `opts.deep is required$`},
+		{ok, `{"text":1}`, 400, "text must be a string or null, got 1$"},
+		{ok, `{"text":"x","n":0}`, 400, `unknown field "n"`},
+		{ok, `{"text":"x","count":0}`, 400, `count must be 1 to 50, got 0$`},
+		{ok, `{"text":"x","count":51}`, 400, `count must be 1 to 50, got 51$`},
+		{ok, `{"text":"x","lang":"fr"}`, 400, `lang "fr" is not supported; accepted: zh, en$`},
+		{ok, `{"text":"x"} {}`, 400, "invalid JSON body: more than one JSON value"},
 		{ok, `{"text":"` + strings.Repeat("x", httpapi.MaxBodyBytes) + `"}`, 413, "request body exceeds 8388608 bytes"},
-		{ok, `{}`, 400, "text is required"},
+		{ok, `{}`, 400, "text is required$"},
+		// null passes the schema (a nullable field); the handler's own rule refuses it.
+		{ok, `{"text":null}`, 400, "text may not be null$"},
 	} {
 		req, _ := http.NewRequest("POST", ts.URL+c.path, strings.NewReader(c.body))
 		req.Header.Set("Authorization", "Bearer k1")
