@@ -3,7 +3,6 @@ package cronjob
 import (
 	"context"
 	"net/http"
-	"reflect"
 	"sort"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -33,7 +32,6 @@ func RegisterHTTP(s *httpapi.Server, svc *Service) {
 		Errors: []int{404, 409}}, h.patch)
 	httpapi.Register(s, huma.Operation{Method: http.MethodDelete, Path: base + "/{id}", OperationID: "deleteCronJob", Tags: tags,
 		Summary: "Delete a cron job", Errors: []int{404}}, h.delete)
-	httpapi.Optional(s, reflect.TypeFor[Input](), "agentId", "name", "cronExpression", "timezone", "taskType", "triggerMessage", "requestBody", "enabled")
 }
 
 type handlers struct {
@@ -93,21 +91,59 @@ func (h handlers) list(ctx context.Context, in *listInput) (*httpapi.Response[Jo
 	return httpapi.OK(JobList{Count: len(jobs), Jobs: jobs}), nil
 }
 
+// The bodies of the three writes, one type each, so that the document says what each
+// requires: the schemas huma validates a body with are these types' (Input, the service's,
+// serves all three and so can require nothing).
+
+// JobOptions are the fields every write of a cron job may leave out (embedded in the bodies;
+// exported so that huma documents its fields as the bodies' own).
+type JobOptions struct {
+	Timezone       *string `json:"timezone,omitempty" example:"Asia/Shanghai" doc:"An IANA time zone; the agent's when absent (on create and replace)."`
+	TaskType       *string `json:"taskType,omitempty" enum:"text,emergence" doc:"text (the default) sends triggerMessage to the agent; emergence runs the memory consolidation."`
+	TriggerMessage *string `json:"triggerMessage,omitempty" maxLength:"65535" doc:"The message the agent receives when the job fires; required for task type text."`
+	RequestBody    *string `json:"requestBody,omitempty" maxLength:"65535" doc:"Kept with the job for MateClaw's clients."`
+	Enabled        *bool   `json:"enabled,omitempty" doc:"Whether the job runs; true when absent (on create and replace)."`
+}
+
+// createBody is POST's body: the agent, the name and the schedule are required.
+type createBody struct {
+	AgentID        int64  `json:"agentId" minimum:"1" example:"1" doc:"The agent the job runs for."`
+	Name           string `json:"name" minLength:"1" maxLength:"128" example:"Daily stand-up reminder" doc:"Unique per agent."`
+	CronExpression string `json:"cronExpression" minLength:"1" example:"0 9 * * 1-5" doc:"Five fields: minute hour day-of-month month day-of-week."`
+	JobOptions
+}
+
+// replaceBody is PUT's body: the whole job, so the name and the schedule are required.
+type replaceBody struct {
+	AgentID        *int64 `json:"agentId,omitempty" minimum:"1" doc:"The job's own agent, if sent: a job cannot move to another agent."`
+	Name           string `json:"name" minLength:"1" maxLength:"128" example:"Daily stand-up reminder"`
+	CronExpression string `json:"cronExpression" minLength:"1" example:"0 9 * * 1-5"`
+	JobOptions
+}
+
+// patchBody is PATCH's body: only the fields sent change.
+type patchBody struct {
+	AgentID        *int64  `json:"agentId,omitempty" minimum:"1" doc:"The job's own agent, if sent: a job cannot move to another agent."`
+	Name           *string `json:"name,omitempty" minLength:"1" maxLength:"128"`
+	CronExpression *string `json:"cronExpression,omitempty" minLength:"1" example:"0 9 * * 1-5"`
+	JobOptions
+}
+
+func (o JobOptions) input(agentID *int64, name, cron *string) Input {
+	return Input{AgentID: agentID, Name: name, CronExpression: cron, Timezone: o.Timezone, TaskType: o.TaskType,
+		TriggerMessage: o.TriggerMessage, RequestBody: o.RequestBody, Enabled: o.Enabled}
+}
+
 type createInput struct {
-	Body Input
+	Body createBody
 }
 
 func (h handlers) create(ctx context.Context, in *createInput) (*httpapi.Response[Job], error) {
-	if in.Body.AgentID == nil {
-		return nil, httpapi.BadRequest("agentId is required")
-	}
-	if *in.Body.AgentID <= 0 {
-		return nil, httpapi.BadRequest("agentId must be a positive number, got %d", *in.Body.AgentID)
-	}
-	if err := authorize(ctx, *in.Body.AgentID); err != nil {
+	b := in.Body
+	if err := authorize(ctx, b.AgentID); err != nil {
 		return nil, err
 	}
-	j, err := h.svc.Create(ctx, in.Body)
+	j, err := h.svc.Create(ctx, b.input(&b.AgentID, &b.Name, &b.CronExpression))
 	if err != nil {
 		return nil, err
 	}
@@ -119,9 +155,14 @@ type JobPath struct {
 	ID int64 `path:"id" minimum:"1" doc:"The cron job's id."`
 }
 
-type updateInput struct {
+type replaceInput struct {
 	JobPath
-	Body Input
+	Body replaceBody
+}
+
+type patchInput struct {
+	JobPath
+	Body patchBody
 }
 
 // job reads the {id} job and checks the caller may act for its agent; a job of another
@@ -145,24 +186,26 @@ func (h handlers) get(ctx context.Context, in *JobPath) (*httpapi.Response[Job],
 	return httpapi.OK(j), nil
 }
 
-func (h handlers) replace(ctx context.Context, in *updateInput) (*httpapi.Response[Job], error) {
-	return h.update(ctx, in, true)
+func (h handlers) replace(ctx context.Context, in *replaceInput) (*httpapi.Response[Job], error) {
+	b := in.Body
+	return h.update(ctx, in.ID, b.input(b.AgentID, &b.Name, &b.CronExpression), true)
 }
 
-func (h handlers) patch(ctx context.Context, in *updateInput) (*httpapi.Response[Job], error) {
-	return h.update(ctx, in, false)
+func (h handlers) patch(ctx context.Context, in *patchInput) (*httpapi.Response[Job], error) {
+	b := in.Body
+	return h.update(ctx, in.ID, b.input(b.AgentID, b.Name, b.CronExpression), false)
 }
 
-func (h handlers) update(ctx context.Context, in *updateInput, replace bool) (*httpapi.Response[Job], error) {
-	j, err := h.job(ctx, in.ID)
+func (h handlers) update(ctx context.Context, id int64, body Input, replace bool) (*httpapi.Response[Job], error) {
+	j, err := h.job(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	var out Job
 	if replace {
-		out, err = h.svc.Replace(ctx, j.ID, in.Body)
+		out, err = h.svc.Replace(ctx, j.ID, body)
 	} else {
-		out, err = h.svc.Patch(ctx, j.ID, in.Body)
+		out, err = h.svc.Patch(ctx, j.ID, body)
 	}
 	if err != nil {
 		return nil, err

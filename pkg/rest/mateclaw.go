@@ -100,7 +100,7 @@ func (h wsHandlers) promptFiles(ctx context.Context, in *httpapi.AgentPath) (*ht
 }
 
 type promptFilesBody struct {
-	Files *[]string `json:"files" example:"[\"AGENTS.md\",\"SOUL.md\"]" doc:"The files to inject, in order (required; an empty list disables every file)."`
+	Files []string `json:"files" nullable:"false" example:"[\"AGENTS.md\",\"SOUL.md\"]" doc:"The files to inject, in order (an empty list disables every file)."`
 }
 
 type promptFilesInput struct {
@@ -113,10 +113,7 @@ func (h wsHandlers) setPromptFiles(ctx context.Context, in *promptFilesInput) (*
 	if err := httpapi.Act(ctx, in.AgentID); err != nil {
 		return nil, err
 	}
-	if in.Body.Files == nil {
-		return nil, httpapi.BadRequest(`files is required: {"files":["AGENTS.md","SOUL.md",...]} (an empty list disables every file)`)
-	}
-	names, err := h.ws.SetPromptFiles(ctx, in.AgentID, *in.Body.Files, workspace.Change{Actor: store.ActorAPI, Ref: httpapi.CleanRef(in.RequestID)})
+	names, err := h.ws.SetPromptFiles(ctx, in.AgentID, in.Body.Files, workspace.Change{Actor: store.ActorAPI, Ref: httpapi.CleanRef(in.RequestID)})
 	if err != nil {
 		return nil, err
 	}

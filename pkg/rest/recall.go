@@ -43,8 +43,8 @@ func RegisterRecall(s *httpapi.Server, t *tool.Tools) {
 
 // searchBody is the search_workspace_memory arguments.
 type searchBody struct {
-	Query          *string `json:"query" example:"green tea" doc:"What to look for (required)."`
-	MaxResults     *int    `json:"maxResults,omitempty" minimum:"1" doc:"At most this many hits."`
+	Query          string  `json:"query" minLength:"1" example:"green tea" doc:"What to look for."`
+	MaxResults     *int    `json:"maxResults,omitempty" minimum:"1" maximum:"50" doc:"At most this many hits (default 6)."`
 	FilenamePrefix *string `json:"filenamePrefix,omitempty" example:"memory/" doc:"Only files whose name starts with this."`
 	Since          *string `json:"since,omitempty" pattern:"^[0-9]{4}-[0-9]{2}-[0-9]{2}$" example:"2026-04-01" doc:"Only notes dated on or after this day (YYYY-MM-DD)."`
 	Until          *string `json:"until,omitempty" pattern:"^[0-9]{4}-[0-9]{2}-[0-9]{2}$" example:"2026-04-30" doc:"Only notes dated on or before this day (YYYY-MM-DD)."`

@@ -176,7 +176,7 @@ func (h wsHandlers) history(ctx context.Context, in *FileParams) (*httpapi.Respo
 }
 
 type putBody struct {
-	Content *string `json:"content" example:"# Notes\n\n- likes green tea" doc:"The file's new content (required; at most the workspace's file size limit)."`
+	Content string `json:"content" example:"# Notes\n\n- likes green tea" doc:"The file's new content (at most the workspace's file size limit)."`
 }
 
 type putInput struct {
@@ -220,10 +220,7 @@ func (h wsHandlers) write(ctx context.Context, in *putInput) (workspace.File, bo
 		}
 		expect = workspace.CreateOnly
 	}
-	if in.Body.Content == nil {
-		return workspace.File{}, false, httpapi.BadRequest(`content is required: {"content":"..."}`)
-	}
-	f, created, err := h.ws.Write(ctx, in.AgentID, in.Filename, *in.Body.Content, expect, in.change())
+	f, created, err := h.ws.Write(ctx, in.AgentID, in.Filename, in.Body.Content, expect, in.change())
 	if createOnly && errors.Is(err, workspace.ErrConflict) {
 		// RFC 9110 §13.1.2: a failed If-None-Match on a write is 412, where If-Match: 0
 		// (this API's own create-only) keeps its 409.
@@ -286,7 +283,7 @@ func (h wsHandlers) remove(ctx context.Context, in *WriteParams) error {
 }
 
 type rollbackBody struct {
-	Version *int64 `json:"version" minimum:"1" example:"2" doc:"A previous version from …/history (required)."`
+	Version int64 `json:"version" minimum:"1" example:"2" doc:"A previous version from …/history."`
 }
 
 type rollbackInput struct {
@@ -305,10 +302,7 @@ func (h wsHandlers) rollback(ctx context.Context, in *rollbackInput) (*httpapi.V
 	if expect == workspace.CreateOnly {
 		return nil, httpapi.BadRequest("If-Match: 0 (create only) does not apply to a rollback; send the file's version")
 	}
-	if in.Body.Version == nil {
-		return nil, httpapi.BadRequest(`version is required: {"version":N} (see …/history)`)
-	}
-	f, err := h.ws.Rollback(ctx, in.AgentID, in.Filename, *in.Body.Version, expect, in.change())
+	f, err := h.ws.Rollback(ctx, in.AgentID, in.Filename, in.Body.Version, expect, in.change())
 	if err != nil {
 		return nil, err
 	}

@@ -336,10 +336,11 @@ func TestFilesAPI(t *testing.T) {
 			t.Fatalf("patch: %+v", f)
 		}
 		expect(t, s.req(t, "PATCH", a+"/files/memory/2026-04-01.md", `{}`), 400, "nothing to change")
-		expect(t, s.req(t, "PATCH", a+"/files/memory/2026-04-01.md", `{"enabled":"yes"}`), 400, "invalid JSON")
+		expect(t, s.req(t, "PATCH", a+"/files/memory/2026-04-01.md", `{"enabled":"yes"}`), 400, `enabled must be a boolean, got "yes"`)
 		expect(t, s.req(t, "PUT", a+"/files/memory/2026-04-01.md", `{"contents":"typo"}`), 400, "unknown field")
 		expect(t, s.req(t, "PUT", a+"/files/memory/2026-04-01.md", ``), 400, "empty")
 		expect(t, s.req(t, "PUT", a+"/files/memory/2026-04-01.md", `{}`), 400, "content is required")
+		expect(t, s.req(t, "PUT", a+"/files/memory/2026-04-01.md", `{"content":null}`), 400, "content must be a string, got null")
 
 		r = s.req(t, "GET", a+"/system-prompt", "")
 		var sp struct {
@@ -429,7 +430,7 @@ func TestAgentAndSystemPrompt(t *testing.T) {
 		expect(t, s.req(t, "PATCH", "/api/v1/agents/42", `{"language":"fr"}`), 400, "accepted: zh, en")
 		expect(t, s.req(t, "PATCH", "/api/v1/agents/42", `{"timezone":"Mars/Base"}`), 400, "IANA")
 		expect(t, s.req(t, "PATCH", "/api/v1/agents/42", `{}`), 400, "nothing to change")
-		expect(t, s.req(t, "PATCH", "/api/v1/agents/42", `{"language":""}`), 400, "empty")
+		expect(t, s.req(t, "PATCH", "/api/v1/agents/42", `{"language":""}`), 400, `language "" is not supported; accepted: zh, en`)
 
 		// A newly seen agent with language en gets English texts.
 		r = s.req(t, "PATCH", "/api/v1/agents/43", `{"language":"en"}`)
@@ -583,7 +584,7 @@ func TestMessages(t *testing.T) {
 			{`{"agentId":5,"role":"assistant","toolCalls":[1,}`, "invalid JSON"},
 			{`{"agentId":5,"role":"user","content":"hi","messages":[{"role":"user"}]}`, "not both"},
 			{`{"agentId":5,"messages":[]}`, "empty"},
-			{`{"agentId":5,"messages":[{"role":"user","content":"a"},{"role":"bad"}]}`, "message 1"},
+			{`{"agentId":5,"messages":[{"role":"user","content":"a"},{"role":"bad"}]}`, `messages[1].role "bad" is not supported`},
 			{`{"agentId":5,"messages":[{"agentId":6,"role":"user","content":"a"}]}`, "differs"},
 			{`{"agentId":5,"role":"user","text":"hi"}`, "unknown field"},
 			{`not json`, "invalid JSON"},
