@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/matememory/matememory/pkg/app/apptest"
+	"github.com/matememory/matememory/pkg/httpapi/apitest"
 	"github.com/matememory/matememory/pkg/npmtest"
 )
 
@@ -138,5 +139,86 @@ func TestOpenAPIToolchain(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", filepath.Base(step[0]), err, out)
 		}
 		t.Logf("%s:\n%s", filepath.Base(step[0]), out)
+	}
+}
+
+// TestOpenAPIRefusalsMatchTheDocument holds the served document and the running server to
+// the same rules: each body below is sent to the app (through apitest's validating client,
+// so every answer is held against the document too), and the document must refuse exactly
+// the bodies the server refuses as malformed (400), and accept the ones it serves. A
+// document laxer than the server ({"content":null} typed string|null, maxResults without
+// its maximum, a cron job's required fields said to be filled in) fails here.
+func TestOpenAPIRefusalsMatchTheDocument(t *testing.T) {
+	a := apptest.Start(t, "k1=1")
+	v := apitest.New(t, a.HTTP, nil)
+	base := "http://" + a.Addr
+	const (
+		file   = "/api/v1/agents/1/files/notes/contract.md"
+		search = "/api/v1/agents/1/memory/search"
+		window = "/api/v1/agents/1/conversations/c1/context"
+		prompt = "/api/v1/agents/1/workspace/prompt-files"
+		cron   = "/api/v1/cron-jobs"
+	)
+	job := `{"agentId":1,"name":"stand-up","cronExpression":"0 9 * * 1-5","triggerMessage":"plan?"}`
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+		msg                string
+	}{
+		{"PUT", file, `{"content":"x"}`, 201, ""},
+		{"PUT", file, `{"content":""}`, 200, ""},
+		{"PUT", file, `{"content":null}`, 400, "content must be a string, got null"},
+		{"PUT", file, `{}`, 400, "content is required"},
+		{"PUT", file, `{"content":"x","contents":"y"}`, 400, `unknown field "contents"; accepted: content`},
+		{"POST", file + "/rollback", `{"version":null}`, 400, "version must be an integer, got null"},
+		{"POST", file + "/rollback", `{"version":0}`, 400, "version must be a positive integer, got 0"},
+		{"POST", file + "/rollback", `{"version":1}`, 200, ""},
+		{"POST", search, `{"query":"x","maxResults":1}`, 200, ""},
+		{"POST", search, `{"query":"x","maxResults":50}`, 200, ""},
+		{"POST", search, `{"query":"x","maxResults":0}`, 400, "maxResults must be 1 to 50, got 0"},
+		{"POST", search, `{"query":"x","maxResults":51}`, 400, "maxResults must be 1 to 50, got 51"},
+		{"POST", search, `{"query":"x","maxResults":1000}`, 400, "maxResults must be 1 to 50, got 1000"},
+		{"POST", search, `{"query":null}`, 400, "query must be a string, got null"},
+		{"POST", search, `{"query":""}`, 400, "query must be at least 1 characters long, got 0"},
+		{"POST", search, `{}`, 400, "query is required"},
+		{"PUT", prompt, `{"files":["MEMORY.md"]}`, 200, ""},
+		{"PUT", prompt, `{"files":null}`, 400, "files must be an array, got null"},
+		{"PUT", prompt, `{}`, 400, "files is required"},
+		{"POST", window, `{"userMessage":"hi"}`, 200, ""},
+		{"POST", window, `{"userMessage":null}`, 400, "userMessage must be a string, got null"},
+		{"POST", window, `{"systemPrompt":"x"}`, 400, "userMessage is required"},
+		{"POST", window, `{"userMessage":"hi","maxInputTokens":-1}`, 400, "maxInputTokens must be a whole number of at least 0, got -1"},
+		{"POST", cron, `{}`, 400, "agentId is required; cronExpression is required; name is required"},
+		{"POST", cron, `{"agentId":0,"name":"x","cronExpression":"0 9 * * *"}`, 400, "agentId must be a positive integer, got 0"},
+		{"POST", cron, `{"agentId":1,"name":"x","cronExpression":"0 9 * * *","taskType":"shell"}`, 400, `taskType "shell" is not supported; accepted: text, emergence`},
+		{"POST", cron, job, 201, ""},
+	} {
+		name := c.method + " " + c.path + " " + c.body
+		req, err := http.NewRequest(c.method, base+c.path, strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer k1")
+		req.Header.Set("Content-Type", "application/json")
+		docErr := v.RequestError(req.Clone(t.Context()), []byte(c.body))
+		resp, err := v.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var env struct {
+			Msg string `json:"msg"`
+		}
+		_ = json.Unmarshal(raw, &env)
+		if resp.StatusCode != c.status || !strings.Contains(env.Msg, c.msg) {
+			t.Errorf("%s: %d %s; want %d %q", name, resp.StatusCode, raw, c.status, c.msg)
+		}
+		switch {
+		case resp.StatusCode == 400 && docErr == nil:
+			t.Errorf("%s: the server refuses it (%s) but the document accepts it", name, env.Msg)
+		case resp.StatusCode < 300 && docErr != nil:
+			t.Errorf("%s: the server accepts it but the document refuses it: %v", name, docErr)
+		}
 	}
 }

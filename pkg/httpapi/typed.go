@@ -728,17 +728,10 @@ func joinPath(path, field string) string {
 // Optional marks fields of t's schema as optional in requests: fields the service fills in
 // when absent (an event's id and time) in a type whose package carries no OpenAPI tags.
 func Optional(s *Server, t reflect.Type, fields ...string) {
-	sch := s.component(t)
+	sch := MayOmit(s, t, fields...)
 	if sch == nil {
 		return
 	}
-	keep := sch.Required[:0]
-	for _, f := range sch.Required {
-		if !slices.Contains(fields, f) {
-			keep = append(keep, f)
-		}
-	}
-	sch.Required = keep
 	for _, f := range fields {
 		if sch.Properties[f] != nil {
 			sch.Properties[f].Description = strings.TrimSpace(sch.Properties[f].Description + " Filled in by the server when absent.")
@@ -817,6 +810,24 @@ func (w *statusWriter) Flush() {
 	if f, ok := w.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
+}
+
+// MayOmit marks fields of t's schema as not required: a request may leave them out (a type
+// whose package carries no OpenAPI tags). It returns the schema, nil when t has none.
+func MayOmit(s *Server, t reflect.Type, fields ...string) *huma.Schema {
+	sch := s.component(t)
+	if sch == nil {
+		return nil
+	}
+	keep := sch.Required[:0]
+	for _, f := range sch.Required {
+		if !slices.Contains(fields, f) {
+			keep = append(keep, f)
+		}
+	}
+	sch.Required = keep
+	sch.PrecomputeMessages() // huma validates against the precomputed required set
+	return sch
 }
 
 // Nullable marks fields of t's schema as nullable: a type whose MarshalJSON writes null for

@@ -52,6 +52,7 @@ func RegisterRoutes(s *httpapi.Server, api API) {
 		Description:   "Answers 202 once JetStream stored the event (duplicate is true when an event with this id was stored before: publishing is idempotent by eventId, scoped by agent), 503 when it did not: retry with the same eventId. eventId and occurredAt are filled in when absent.",
 		DefaultStatus: http.StatusAccepted, Errors: []int{403, 503}}, api.publishCompleted)
 	httpapi.Optional(s, reflect.TypeFor[event.ConversationCompletedEvent](), "eventId", "occurredAt")
+	httpapi.MayOmit(s, reflect.TypeFor[event.Message](), "content") // an assistant message that only calls tools
 	httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: "/api/v1/memory/{agentId}/summarize/{conversationId}", OperationID: "summarizeConversation", Tags: pipeline,
 		Summary:      "Extract memory from a conversation now",
 		Description:  "Through the summarizer workers; force (query or body) re-extracts a conversation already extracted. 500 \"记忆提取失败: …\" when the run failed; 202 {\"status\":\"pending\"} when no worker finished within the server's timeout or none is running (noWorker).",

@@ -27,6 +27,7 @@ func RegisterHTTP(s *httpapi.Server, svc *Service) {
 		Errors:      []int{403}}, h.retry)
 	httpapi.Optional(s, reflect.TypeFor[RecallRequest](), "topK", "maxTokens", "query")
 	httpapi.Nullable(s, reflect.TypeFor[Message](), "content") // null when an assistant message only calls tools
+	httpapi.MayOmit(s, reflect.TypeFor[Message](), "content")  // an inline message that only calls tools may leave it out
 }
 
 type handlers struct{ svc *Service }
@@ -34,7 +35,7 @@ type handlers struct{ svc *Service }
 // contextBody is the request body. Pointers tell an absent field from an empty one.
 type contextBody struct {
 	SystemPrompt   string     `json:"systemPrompt,omitempty" doc:"The chat service's own system prompt; the workspace files follow it."`
-	UserMessage    *string    `json:"userMessage" doc:"The current user message, placed last (required)."`
+	UserMessage    string     `json:"userMessage" doc:"The current user message, placed last."`
 	Model          string     `json:"model,omitempty" example:"deepseek-chat" doc:"Picks the tokenizer and the default budget."`
 	MaxInputTokens *int       `json:"maxInputTokens,omitempty" minimum:"0" doc:"The input budget; 0 or absent for the default."`
 	Messages       *[]Message `json:"messages,omitempty" doc:"Inline OpenAI-format history; omit it to use the stored messages."`
@@ -77,16 +78,11 @@ func decodeRequest(ctx context.Context, in *contextInput) (Request, error) {
 		return Request{}, err
 	}
 	b := in.Body
-	if b.UserMessage == nil {
-		return Request{}, httpapi.BadRequest("userMessage is required: the current user message, placed last in the window")
-	}
 	req := Request{AgentID: in.AgentID, ConversationID: in.ConversationID, SystemPrompt: b.SystemPrompt,
-		UserMessage: *b.UserMessage, Model: b.Model, Recall: b.Recall}
+		UserMessage: b.UserMessage, Model: b.Model, Recall: b.Recall}
 	if b.MaxInputTokens != nil {
-		// 0 means the default, as in MateClaw (and as when the field is absent).
-		if *b.MaxInputTokens < 0 {
-			return Request{}, httpapi.BadRequest("maxInputTokens must be a positive number of tokens, got %d (omit it or send 0 for the default)", *b.MaxInputTokens)
-		}
+		// 0 means the default, as in MateClaw (and as when the field is absent); the schema
+		// refuses a negative budget.
 		req.MaxInputTokens = *b.MaxInputTokens
 	}
 	if b.Messages != nil {

@@ -231,15 +231,48 @@ func (v *Validator) check(req *http.Request, reqBody []byte, resp *http.Response
 	if resp.StatusCode >= 300 {
 		return ""
 	}
-	rin := *in.RequestValidationInput
-	r2 := req.Clone(context.Background())
-	r2.Body = io.NopCloser(bytes.NewReader(reqBody))
-	rin.Request = r2
-	rin.Options = &openapi3filter.Options{MultiError: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}
-	if err := openapi3filter.ValidateRequest(context.Background(), &rin); err != nil {
+	if err := validateRequest(in.RequestValidationInput, req, reqBody); err != nil {
 		return "the server accepted a request the document refuses: " + err.Error()
 	}
 	return ""
+}
+
+func validateRequest(in *openapi3filter.RequestValidationInput, req *http.Request, body []byte) error {
+	rin := *in
+	r2 := req.Clone(context.Background())
+	r2.Body = io.NopCloser(bytes.NewReader(body))
+	rin.Request = r2
+	rin.Options = &openapi3filter.Options{MultiError: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}
+	return openapi3filter.ValidateRequest(context.Background(), &rin)
+}
+
+// RequestError is the document's verdict on a request: nil when the operation the document
+// lists for it accepts its parameters and body, else what the document refuses. A test holds
+// the server's refusals to it: a body the server refuses as malformed must be one the
+// document refuses too, or the document promises what the server does not take.
+func (v *Validator) RequestError(req *http.Request, body []byte) error {
+	for i := range v.routes {
+		m := v.routes[i].re.FindStringSubmatch(req.URL.EscapedPath())
+		if m == nil {
+			continue
+		}
+		rt := &v.routes[i]
+		item := v.doc.Paths.Value(rt.path)
+		op := item.GetOperation(req.Method)
+		if op == nil {
+			return fmt.Errorf("%s is not documented on %s", req.Method, rt.path)
+		}
+		params := map[string]string{}
+		for j, n := range rt.names {
+			params[n] = m[j+1]
+			if u, err := url.PathUnescape(m[j+1]); err == nil {
+				params[n] = u
+			}
+		}
+		return validateRequest(&openapi3filter.RequestValidationInput{Request: req, PathParams: params,
+			Route: &routers.Route{Spec: v.doc, Path: rt.path, PathItem: item, Method: req.Method, Operation: op}}, req, body)
+	}
+	return fmt.Errorf("no documented path matches %s", req.URL.Path)
 }
 
 // Seen lists the operations whose responses were validated, sorted.
