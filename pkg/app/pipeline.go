@@ -47,8 +47,14 @@ func (a *App) buildPipeline(ctx context.Context) error {
 			return err
 		}
 		a.onClose(pub.Close)
+		// The API reads agents' records (their pending work) and never takes a lease.
+		leases, err := lease.Bucket(ctx, a.JS, bus.BucketLease, set.LeaseTTL, a.Cfg.Mate.NATS.Replicas, owner("api"))
+		if err != nil {
+			return err
+		}
 		api := summarizer.API{Publisher: pub, Ledger: runs, JS: a.JS, NC: a.NC,
-			ManualTimeout: set.ManualTimeout, Metrics: metrics, Tracing: a.messaging()}
+			ManualTimeout: set.ManualTimeout, Metrics: metrics, Tracing: a.messaging(),
+			Pending: summarizer.NewPendingReader(leases, a.DB, set.SweepEvery)}
 		a.parts.summarize = api
 		summarizer.RegisterRoutes(a.HTTP, api)
 	}

@@ -350,7 +350,13 @@ func (h *harness) snap(withWatermarks bool) string {
 func (h *harness) httpServer(keys ...config.APIKey) *httptest.Server {
 	h.t.Helper()
 	s := httpapi.New(httpapi.NewAuthenticator(keys), prometheus.NewRegistry(), quietLog())
-	RegisterRoutes(s, API{Publisher: h.pub, Ledger: h.ledger, JS: h.js, NC: h.nc, ManualTimeout: h.set.ManualTimeout, Metrics: h.metrics})
+	// The API's own lease manager, as an API process binds it: it only reads.
+	leases, err := lease.Bucket(context.Background(), h.js, bus.BucketLease, h.set.LeaseTTL, 1, "api")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	RegisterRoutes(s, API{Publisher: h.pub, Ledger: h.ledger, JS: h.js, NC: h.nc, ManualTimeout: h.set.ManualTimeout, Metrics: h.metrics,
+		Pending: NewPendingReader(leases, h.db.DB, h.set.SweepEvery)})
 	if _, bench := h.t.(*testing.B); bench {
 		// Benchmarks measure the server, not the test's document validator (which costs
 		// about 1 ms a request).

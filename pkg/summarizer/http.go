@@ -38,6 +38,8 @@ type API struct {
 	Metrics       *Metrics
 	// Tracing starts the producer span of a dead letter's retry (the publisher traces its own).
 	Tracing tracing.Messaging
+	// Pending reads an agent's pending work (GET /api/v1/agents/{agentId}/pending).
+	Pending *PendingReader
 }
 
 // RegisterRoutes adds the event intake, the spec's manual summarize path, the run ledger
@@ -60,6 +62,11 @@ func RegisterRoutes(s *httpapi.Server, api API) {
 		Errors: []int{403, 503}}, api.summarize)
 	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: "/api/v1/memory/{agentId}/runs", OperationID: "listRuns", Tags: pipeline,
 		Summary: "The run ledger of an agent, newest first", Errors: []int{403}}, api.runs)
+	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: "/api/v1/agents/{agentId}/pending", OperationID: "getAgentPending", Tags: []string{"Agents"},
+		Summary: "What of an agent waits for an extraction, and why",
+		Description: "Read from the agent's record in the lease bucket (the lease's holder, the cooldown, the waiter and the events coalesced behind it) and its watermarks (the conversations with messages not yet extracted); " +
+			"writes nothing. Deferrals and coalesced events have no row in the run ledger until their extraction: this is where they show. 503 when the lease bucket cannot be read.",
+		Errors: []int{403, 503}}, api.pending)
 	admin := []string{"Admin"}
 	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: "/api/v1/admin/dlq", OperationID: "listDeadLetters", Tags: admin,
 		Summary: "Dead letters, oldest first (admin key)", Errors: []int{403, 503}}, api.listDLQ)
@@ -188,6 +195,23 @@ func (api API) runs(ctx context.Context, in *runsInput) (*httpapi.Response[RunLi
 		return nil, err
 	}
 	return httpapi.OK(RunList{AgentID: in.AgentID, Count: len(runs), Runs: runs}), nil
+}
+
+func (api API) pending(ctx context.Context, in *httpapi.AgentPath) (*httpapi.Response[Pending], error) {
+	if err := httpapi.Act(ctx, in.AgentID); err != nil {
+		return nil, err
+	}
+	if api.Pending == nil {
+		return nil, httpapi.Errorf(http.StatusServiceUnavailable, "this process does not read the lease bucket (%s); ask an API process", bus.BucketLease)
+	}
+	p, err := api.Pending.Pending(ctx, in.AgentID)
+	if err != nil {
+		if ctx.Err() == nil && errors.As(err, new(leaseReadError)) {
+			return nil, &httpapi.Error{Status: http.StatusServiceUnavailable, Msg: err.Error() + "; retry", Err: err}
+		}
+		return nil, err
+	}
+	return httpapi.OK(p), nil
 }
 
 // DeadLetter is a dead letter as the API shows it: the payload is its JSON, or its text
