@@ -49,6 +49,9 @@ func (a *App) buildConsole() error {
 	if a.parts.summarize.Publisher != nil {
 		d.Summarize = a.parts.summarize
 	}
+	if a.parts.summarize.Pending != nil {
+		d.Pending = a.parts.summarize.Pending
+	}
 	c, err := console.New(d)
 	if err != nil {
 		return err

@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/matememory/matememory/pkg/conversation"
 	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/npmtest"
 	"github.com/matememory/matememory/pkg/workspace"
@@ -49,6 +51,14 @@ func TestConsoleAccessibility(t *testing.T) {
 	if _, _, err := a.Workspace.Write(ctx, 1, "MEMORY.md", "# Memory\n\n- prefers green tea\n", workspace.AnyVersion, workspace.Change{Actor: "tool"}); err != nil {
 		t.Fatal(err)
 	}
+	// A conversation waiting for extraction (registered, as a deferred event leaves it), so
+	// that the agent page's pending section shows its table and its button.
+	if _, err := a.Messages.Add(ctx, conversation.Message{AgentID: 1, ConversationID: "c-wait", Role: "user", Content: "hello"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.DB.Exec("INSERT INTO mate_extraction_watermark (agent_id, conversation_id, last_message_id, update_time) VALUES (1, 'c-wait', 0, ?)", time.Now().UTC()).Error; err != nil {
+		t.Fatal(err)
+	}
 	runs := ledger.New(a.DB, nil)
 	for i, st := range []string{"completed", "skipped", "deferred", "failed", "refused"} {
 		if _, err := runs.Record(ctx, ledger.Run{Kind: ledger.KindSummarize, AgentID: 1, Status: st, Reason: "reason " + st,
@@ -63,6 +73,9 @@ func TestConsoleAccessibility(t *testing.T) {
 	check := func(ctxB context.Context, label, path string) {
 		t.Helper()
 		run(t, ctxB, "open "+path, chromedp.Navigate(base+path), chromedp.WaitVisible(chromedp.ID("main")))
+		if path == "/console/agents/1" {
+			run(t, ctxB, "the pending section", chromedp.WaitVisible(chromedp.ID("pending-convs")))
+		}
 		run(t, ctxB, "inject axe", chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 			_, err := chromedp.Evaluate[any](axe)(ctx, tg)
 			return err

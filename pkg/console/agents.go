@@ -11,6 +11,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/cronjob"
 	"github.com/matememory/matememory/pkg/ledger"
+	"github.com/matememory/matememory/pkg/summarizer"
 	"github.com/matememory/matememory/pkg/tokens"
 	"github.com/matememory/matememory/pkg/workspace"
 )
@@ -117,6 +118,25 @@ type agentData struct {
 	Runs    []ledger.Run
 	Next    *time.Time
 	Jobs    []cronjob.Job
+	// Pending is what waits for an extraction (nil without a reader, or when it failed:
+	// PendingErr says why); HasSum shows the manual summarize buttons.
+	Pending    *summarizer.Pending
+	PendingErr string
+	HasSum     bool
+}
+
+// pending reads what of agent id waits for an extraction. A failure (NATS unavailable) is
+// shown in the section rather than failing the page.
+func (c *Console) pending(q *req, id int64, d *agentData) {
+	if c.d.Pending == nil {
+		return
+	}
+	p, err := c.d.Pending.Pending(q.r.Context(), id)
+	if err != nil {
+		d.PendingErr = err.Error()
+		return
+	}
+	d.Pending = &p
 }
 
 func (c *Console) agentPage(q *req) error {
@@ -125,7 +145,13 @@ func (c *Console) agentPage(q *req) error {
 		return err
 	}
 	ctx := q.r.Context()
-	d := agentData{AgentID: id}
+	d := agentData{AgentID: id, HasSum: c.d.Summarize != nil}
+	c.pending(q, id, &d)
+	if q.r.Header.Get("HX-Request") == "true" && q.r.Header.Get("HX-Target") == "pending" {
+		// The pending section refreshes itself.
+		q.w.Header().Set("Vary", "HX-Request")
+		return c.write(q.w, http.StatusOK, "agent", "pending", view{L: q.lang, CSRF: q.csrf, P: q.p, D: d})
+	}
 	if d.Files, err = c.d.Workspace.List(ctx, id, ""); err != nil {
 		return err
 	}

@@ -259,6 +259,39 @@ func TestConsoleInBrowser(t *testing.T) {
 	run(t, ctxB, "agents with a run", chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS("#agents .badge")))
 	shot(t, ctxB, "agents")
 
+	// Why a conversation is not extracted yet: the first run started agent 1's cooldown
+	// (5 minutes), so an event for c2 waits for its end, with no run in the ledger. The agent
+	// page shows it waiting (the section refreshes itself), and nothing once c2 is extracted.
+	if st := post(agent1Key, "/api/v1/conversations/c2/messages", `{"agentId":1,"messages":[
+		{"role":"user","content":"My sister is visiting in May."},{"role":"assistant","content":"Noted: your sister visits in May."},
+		{"role":"user","content":"Remind me to book a table."},{"role":"assistant","content":"I will remind you."}]}`); st/100 != 2 {
+		t.Fatalf("store messages: %d", st)
+	}
+	run(t, ctxB, "agent page, nothing waits", chromedp.Navigate(base+"/console/agents/1"), chromedp.WaitVisible(chromedp.ID("pending-noconvs")))
+	if st := post(agent1Key, "/api/v1/events/conversation-completed", `{"eventId":"evt-console-2","agentId":1,"conversationId":"c2","userMessage":"Remind me to book a table.","assistantReply":"I will remind you.","messageCount":4,"triggerSource":"web"}`); st != 202 {
+		t.Fatalf("publish event: %d", st)
+	}
+	run(t, ctxB, "the event waits", chromedp.WaitVisible(chromedp.Search(`//dd[@id="pending-waiter"][contains(., "evt-console-2")]`)))
+	if s := text(t, ctxB, "#pending-state"); s != "cooldown" {
+		t.Fatalf("pending state %q, want cooldown", s)
+	}
+	if s := text(t, ctxB, "#pending-cooldown"); !strings.Contains(s, "until") || !strings.Contains(s, "UTC") {
+		t.Fatalf("the cooldown's end: %q", s)
+	}
+	if s := text(t, ctxB, "#pending-convs tbody"); !strings.Contains(s, "c2") || strings.Contains(s, "c1") {
+		t.Fatalf("waiting conversations: %q, want c2 only", s)
+	}
+	shot(t, ctxB, "agent-pending")
+	run(t, ctxB, "extract c2 now", chromedp.Click(chromedp.Search(`//tr[contains(@class,"pending-conv")][th[.="c2"]]//button`)),
+		chromedp.WaitVisible(chromedp.CSS(".flash")))
+	if s := text(t, ctxB, ".flash"); !strings.Contains(s, "completed") {
+		t.Fatalf("extract now: %q", s)
+	}
+	run(t, ctxB, "agent page, c2 extracted", chromedp.Navigate(base+"/console/agents/1"), chromedp.WaitVisible(chromedp.ID("pending-noconvs")))
+	if s := text(t, ctxB, "#pending-state"); s != "idle" {
+		t.Fatalf("pending state after the extraction %q, want idle", s)
+	}
+
 	// What the model sees: the context window of conversation c1, with its token budget.
 	run(t, ctxB, "context preview", chromedp.Navigate(base+"/console/agents/1/prompt"), chromedp.WaitVisible(chromedp.ID("ctx-form")),
 		chromedp.SetValue(chromedp.ID("x-conv"), "c1"), chromedp.SetValue(chromedp.ID("x-msg"), "What do I like to eat?"), chromedp.SetValue(chromedp.ID("x-max"), "2000"),

@@ -55,6 +55,11 @@ type Searcher interface {
 	Search(ctx context.Context, agentID int64, q recall.Query) (recall.Result, error)
 }
 
+// Pending reads what of an agent waits for an extraction (summarizer.PendingReader does).
+type Pending interface {
+	Pending(ctx context.Context, agentID int64) (summarizer.Pending, error)
+}
+
 // Deps are the services the console shows. Nil ones hide their pages' parts.
 type Deps struct {
 	Auth *httpapi.Authenticator
@@ -69,6 +74,7 @@ type Deps struct {
 	Emergence Emergence
 	Window    Window
 	Search    Searcher
+	Pending   Pending
 	// Language is mate.language: the console's default language.
 	Language string
 	// ManualWait bounds how long a manual button waits for its outcome (default 20 s).
