@@ -206,22 +206,22 @@ func (p *PendingReader) explain(v Pending) (string, string) {
 	if n := len(v.Coalesced); n > 0 {
 		waiting = append(waiting, plural(n, "event")+" coalesced into the next extraction")
 	}
-	what := ""
+	what := "."
 	if len(waiting) > 0 {
-		what = ". Waiting: " + strings.Join(waiting, " and ")
+		what = ". Waiting: " + strings.Join(waiting, " and ") + "."
 	}
 	switch {
 	case v.Lease != nil:
 		return PendingStateLeased, fmt.Sprintf("%s holds the agent's lease (%s) until %s unless renewed; events arriving meanwhile are redelivered after it%s",
 			v.Lease.Owner, v.Lease.Purpose, stamp(v.Lease.Expires), what)
-	case what == "":
+	case len(waiting) == 0:
 		s := "Nothing waits to be extracted"
 		if v.Waiter != nil {
 			s += fmt.Sprintf("; event %s still waits for the cooldown's end and will find its work done", v.Waiter.EventID)
 		}
-		return PendingStateIdle, s
+		return PendingStateIdle, s + "."
 	case v.Cooldown != nil:
-		then := "the agent's next event after it extracts everything waiting"
+		then := "after it, an event deferred earlier comes back (or the agent's next event arrives) and extracts everything waiting"
 		if v.Waiter != nil && !v.Waiter.Overdue {
 			then = fmt.Sprintf("event %s is redelivered then and extracts everything waiting", v.Waiter.EventID)
 		}

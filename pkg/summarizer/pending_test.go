@@ -182,7 +182,7 @@ func TestPendingExplains(t *testing.T) {
 		{"cooldown", Pending{Cooldown: cooldown, Waiter: live, Coalesced: coalesced, Conversations: convs}, PendingStateCooldown,
 			[]string{"2026-04-01T10:01:00Z", "event e-2 is redelivered then", "2 conversations", "1 event coalesced"}},
 		{"cooldown, waiter overdue", Pending{Cooldown: cooldown, Waiter: overdue, Conversations: convs[:1]}, PendingStateCooldown,
-			[]string{"next event after it", "1 conversation with"}},
+			[]string{"an event deferred earlier comes back", "1 conversation with"}},
 		{"waiter due", Pending{Waiter: live, Coalesced: coalesced, Conversations: convs}, PendingStateWaiting,
 			[]string{"cooldown is over", "e-2", "2026-04-01T10:03:00Z"}},
 		{"stranded", Pending{Waiter: overdue, Coalesced: coalesced, Conversations: convs}, PendingStateStranded,
