@@ -2,8 +2,10 @@ package deploy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -159,6 +161,24 @@ func TestNATSAccountsAndPermissions(t *testing.T) {
 			t.Fatal("the event was not extracted into a daily note by the worker user")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+
+	// The api user reads the agent's record in the lease bucket (its pending view): the worker
+	// wrote it when it took and released the lease.
+	resp, err := http.Get("http://" + api.Addr + "/api/v1/agents/5/pending")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending struct {
+		Msg  string `json:"msg"`
+		Data struct {
+			State string `json:"state"`
+		} `json:"data"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&pending)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || pending.Data.State != "idle" {
+		t.Fatalf("the api user reading agent 5's pending work: %d %+v %v", resp.StatusCode, pending, err)
 	}
 
 	// The daily note is searchable through the api: the workers announce the change to the
