@@ -11,6 +11,7 @@ import (
 	"github.com/matememory/matememory/pkg/bus"
 	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/lease"
+	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/llm/llmtest"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/store/storetest"
@@ -205,4 +206,75 @@ func TestPendingExplains(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkPendingView reads the pending view of an agent with 2,000 registered
+// conversations of 4 messages, 50 of them not yet extracted, against the baseline of what the
+// console's agent page read before it (the agent's files and its last 10 runs), in the same
+// run. With MATE_TEST_MYSQL_DSN set it runs on MariaDB too.
+func BenchmarkPendingView(b *testing.B) {
+	for _, name := range []string{"sqlite", "mysql"} {
+		b.Run("db="+name, func(b *testing.B) {
+			db := storetest.SQLite(b)
+			if name == "mysql" {
+				var ok bool
+				if db, ok = storetest.MySQL(b); !ok {
+					b.Skip("MATE_TEST_MYSQL_DSN not set")
+				}
+			}
+			pendingView(b, db)
+		})
+	}
+}
+
+func pendingView(b *testing.B, db storetest.DB) {
+	h := newHarness(b, db)
+	ctx := context.Background()
+	const convs, pending, per = 2000, 50, 4
+	now := time.Now().UTC()
+	msgs := make([]store.Message, 0, convs*per)
+	for c := 0; c < convs; c++ {
+		for i := 0; i < per; i++ {
+			msgs = append(msgs, store.Message{AgentID: 1, ConversationID: fmt.Sprintf("c%04d", c), Role: "user",
+				Content: "how should we plan the release?", CreateTime: now})
+		}
+	}
+	if err := db.DB.CreateInBatches(msgs, 500).Error; err != nil {
+		b.Fatal(err)
+	}
+	wms := make([]store.ExtractionWatermark, convs)
+	for c := range wms {
+		wms[c] = store.ExtractionWatermark{AgentID: 1, ConversationID: fmt.Sprintf("c%04d", c), UpdateTime: now}
+		if c >= pending {
+			wms[c].LastMessageID = msgs[c*per+per-1].ID
+		}
+	}
+	if err := db.DB.CreateInBatches(wms, 500).Error; err != nil {
+		b.Fatal(err)
+	}
+	svc := h.service("w1")
+	if _, err := svc.d.Leases.Update(ctx, 1, lease.State{}, func(r *lease.Record) { r.CooldownUntil = now.Add(time.Hour) }); err != nil {
+		b.Fatal(err)
+	}
+	r := NewPendingReader(svc.d.Leases, db.DB, time.Minute)
+	if p, err := r.Pending(ctx, 1); err != nil || len(p.Conversations) != pending || p.State != PendingStateCooldown {
+		b.Fatalf("pending view: %d conversations, state %s, %v", len(p.Conversations), p.State, err)
+	}
+	b.Run("baseline=files+runs", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := h.ws.List(ctx, 1, ""); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := h.ledger.List(ctx, ledger.Filter{AgentID: 1, Limit: 10}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("pending", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := r.Pending(ctx, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
