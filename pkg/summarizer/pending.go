@@ -216,7 +216,11 @@ func (p *PendingReader) explain(v Pending) (string, string) {
 			v.Lease.Owner, v.Lease.Purpose, stamp(v.Lease.Expires), what)
 	case len(waiting) == 0:
 		s := "Nothing waits to be extracted"
-		if v.Waiter != nil {
+		switch {
+		case v.Waiter != nil && v.Waiter.Overdue:
+			s += fmt.Sprintf("; the record still names event %s as the waiter, which did not come back by %s: harmless, the next event that waits replaces it",
+				v.Waiter.EventID, stamp(v.Waiter.ExpectedBy))
+		case v.Waiter != nil:
 			s += fmt.Sprintf("; event %s still waits for the cooldown's end and will find its work done", v.Waiter.EventID)
 		}
 		return PendingStateIdle, s + "."

@@ -177,6 +177,7 @@ func TestPendingExplains(t *testing.T) {
 	}{
 		{"nothing", Pending{}, PendingStateIdle, []string{"Nothing waits"}},
 		{"a waiter with its work done", Pending{Waiter: live}, PendingStateIdle, []string{"e-2", "find its work done"}},
+		{"an overdue waiter, nothing waits", Pending{Waiter: overdue}, PendingStateIdle, []string{"e-2", "harmless"}},
 		{"lease held", Pending{Lease: held, Conversations: convs, Cooldown: cooldown}, PendingStateLeased,
 			[]string{"summarizer@h/1", "(summarize)", "2026-04-01T10:00:01Z", "Waiting: 2 conversations"}},
 		{"lease held, nothing waits", Pending{Lease: held}, PendingStateLeased, []string{"summarizer@h/1"}},
