@@ -39,6 +39,7 @@ __all__ = [
     'EnvelopeRecallResult',
     'EnvelopeStatus',
     'EnvelopeSummarizerDeadLetters',
+    'EnvelopeSummarizerPending',
     'EnvelopeSummarizerRunList',
     'EnvelopeSummarizerSummarizeResult',
     'EnvelopeSystemPrompt',
@@ -67,6 +68,12 @@ __all__ = [
     'SummarizeInputBody',
     'SummarizerDeadLetter',
     'SummarizerDeadLetters',
+    'SummarizerPending',
+    'SummarizerPendingConversation',
+    'SummarizerPendingCooldown',
+    'SummarizerPendingEvent',
+    'SummarizerPendingLease',
+    'SummarizerPendingWaiter',
     'SummarizerRunList',
     'SummarizerSummarizeResult',
     'SystemPrompt',
@@ -377,6 +384,15 @@ class EnvelopeSummarizerDeadLetters(TypedDict):
     "Empty on success."
 
 
+class EnvelopeSummarizerPending(TypedDict):
+    """The EnvelopeSummarizerPending schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: SummarizerPending
+    msg: NotRequired[str]
+    "Empty on success."
+
+
 class EnvelopeSummarizerRunList(TypedDict):
     """The EnvelopeSummarizerRunList schema."""
     code: int
@@ -657,6 +673,73 @@ class SummarizerDeadLetters(TypedDict):
     """The SummarizerDeadLetters schema."""
     count: int
     deadLetters: list[SummarizerDeadLetter] | None
+
+
+class SummarizerPending(TypedDict):
+    """The SummarizerPending schema."""
+    agentId: int
+    coalesced: list[SummarizerPendingEvent] | None
+    "Events acknowledged into the agent's next extraction during the cooldown; their ledger rows are written by that extraction."
+    conversations: list[SummarizerPendingConversation] | None
+    "Conversations with messages not yet extracted (the agent's next extraction covers them), oldest first, at most 100."
+    cooldown: NotRequired[SummarizerPendingCooldown]
+    "The agent's extraction cooldown (absent when none runs)."
+    lease: NotRequired[SummarizerPendingLease]
+    "Who holds the agent's lease (absent when free)."
+    moreConversations: NotRequired[bool]
+    now: str
+    state: Literal['leased', 'idle', 'cooldown', 'waiting', 'stranded', 'queued']
+    "The first that applies: leased (a worker holds the agent's lease), idle (nothing waits), cooldown (the cooldown runs; its waiter extracts everything after it), waiting (the cooldown is over; the waiter's redelivery is due), stranded (events coalesced behind a waiter that did not come back: the stranded sweep or the next event extracts them), queued (messages not yet extracted and nothing in the agent's record holds them)."
+    summary: str
+    "Why the agent's conversations are not extracted yet, in a sentence."
+    waiter: NotRequired[SummarizerPendingWaiter]
+    "The one delivery waiting for the cooldown's end (absent when none)."
+
+
+class SummarizerPendingConversation(TypedDict):
+    """The SummarizerPendingConversation schema."""
+    conversationId: str
+    extractedThrough: int
+    "Messages up to this id are extracted (0: none yet)."
+    lastMessageId: int
+    messages: int
+    "Messages above the watermark."
+    since: str
+    "When its oldest message not yet extracted was stored."
+
+
+class SummarizerPendingCooldown(TypedDict):
+    """The SummarizerPendingCooldown schema."""
+    runId: NotRequired[str]
+    "The run that started it."
+    until: str
+    "When the agent's next LLM extraction may start."
+
+
+class SummarizerPendingEvent(TypedDict):
+    """The SummarizerPendingEvent schema."""
+    conversationId: str
+    eventId: str
+
+
+class SummarizerPendingLease(TypedDict):
+    """The SummarizerPendingLease schema."""
+    acquired: str
+    expires: str
+    "When the lease ends unless its holder renews it."
+    owner: str
+    "The worker: its part, host and process id."
+    purpose: str
+    "summarize or emergence."
+
+
+class SummarizerPendingWaiter(TypedDict):
+    """The SummarizerPendingWaiter schema."""
+    eventId: str
+    expectedBy: str
+    "When it is expected back by (the cooldown's end plus the ack wait and a minute)."
+    overdue: bool
+    "It did not come back in time (dead-lettered, or its worker died): the next event or the stranded sweep extracts what waits behind it."
 
 
 class SummarizerRunList(TypedDict):

@@ -259,6 +259,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/agents/{agentId}/pending": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What of an agent waits for an extraction, and why
+         * @description Read from the agent's record in the lease bucket (the lease's holder, the cooldown, the waiter and the events coalesced behind it) and its watermarks (the conversations with messages not yet extracted); writes nothing. Deferrals and coalesced events have no row in the run ledger until their extraction: this is where they show. 503 when the lease bucket cannot be read.
+         */
+        get: operations["getAgentPending"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/agents/{agentId}/system-prompt": {
         parameters: {
             query?: never;
@@ -976,6 +996,17 @@ export interface components {
             /** @description Empty on success. */
             msg?: string;
         };
+        EnvelopeSummarizerPending: {
+            /**
+             * Format: int64
+             * @description The HTTP status code, repeated.
+             * @example 200
+             */
+            code: number;
+            data: components["schemas"]["SummarizerPending"];
+            /** @description Empty on success. */
+            msg?: string;
+        };
         EnvelopeSummarizerRunList: {
             /**
              * Format: int64
@@ -1321,6 +1352,92 @@ export interface components {
             /** Format: int64 */
             count: number;
             deadLetters: components["schemas"]["SummarizerDeadLetter"][] | null;
+        };
+        SummarizerPending: {
+            /** Format: int64 */
+            agentId: number;
+            /** @description Events acknowledged into the agent's next extraction during the cooldown; their ledger rows are written by that extraction. */
+            coalesced: components["schemas"]["SummarizerPendingEvent"][] | null;
+            /** @description Conversations with messages not yet extracted (the agent's next extraction covers them), oldest first, at most 100. */
+            conversations: components["schemas"]["SummarizerPendingConversation"][] | null;
+            /** @description The agent's extraction cooldown (absent when none runs). */
+            cooldown?: components["schemas"]["SummarizerPendingCooldown"];
+            /** @description Who holds the agent's lease (absent when free). */
+            lease?: components["schemas"]["SummarizerPendingLease"];
+            moreConversations?: boolean;
+            /** Format: date-time */
+            now: string;
+            /**
+             * @description The first that applies: leased (a worker holds the agent's lease), idle (nothing waits), cooldown (the cooldown runs; its waiter extracts everything after it), waiting (the cooldown is over; the waiter's redelivery is due), stranded (events coalesced behind a waiter that did not come back: the stranded sweep or the next event extracts them), queued (messages not yet extracted and nothing in the agent's record holds them).
+             * @enum {string}
+             */
+            state: "leased" | "idle" | "cooldown" | "waiting" | "stranded" | "queued";
+            /** @description Why the agent's conversations are not extracted yet, in a sentence. */
+            summary: string;
+            /** @description The one delivery waiting for the cooldown's end (absent when none). */
+            waiter?: components["schemas"]["SummarizerPendingWaiter"];
+        };
+        SummarizerPendingConversation: {
+            conversationId: string;
+            /**
+             * Format: int64
+             * @description Messages up to this id are extracted (0: none yet).
+             */
+            extractedThrough: number;
+            /** Format: int64 */
+            lastMessageId: number;
+            /**
+             * Format: int64
+             * @description Messages above the watermark.
+             */
+            messages: number;
+            /**
+             * Format: date-time
+             * @description When its oldest message not yet extracted was stored.
+             */
+            since: string;
+        };
+        SummarizerPendingCooldown: {
+            /** @description The run that started it. */
+            runId?: string;
+            /**
+             * Format: date-time
+             * @description When the agent's next LLM extraction may start.
+             */
+            until: string;
+        };
+        SummarizerPendingEvent: {
+            conversationId: string;
+            eventId: string;
+        };
+        SummarizerPendingLease: {
+            /** Format: date-time */
+            acquired: string;
+            /**
+             * Format: date-time
+             * @description When the lease ends unless its holder renews it.
+             */
+            expires: string;
+            /**
+             * @description The worker: its part, host and process id.
+             * @example summarizer@host/4242
+             */
+            owner: string;
+            /**
+             * @description summarize or emergence.
+             * @example summarize
+             */
+            purpose: string;
+        };
+        SummarizerPendingWaiter: {
+            eventId: string;
+            /**
+             * Format: date-time
+             * @description When it is expected back by (the cooldown's end plus the ack wait and a minute).
+             */
+            expectedBy: string;
+            /** @description It did not come back in time (dead-lettered, or its worker died): the next event or the stranded sweep extracts what waits behind it. */
+            overdue: boolean;
         };
         SummarizerRunList: {
             /** Format: int64 */
@@ -3000,6 +3117,74 @@ export interface operations {
             };
             /** @description Internal Server Error */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getAgentPending: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The agent's id, a positive integer; the key must be allowed to act for it. */
+                agentId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnvelopeSummarizerPending"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
