@@ -93,7 +93,9 @@ func jsonMedia(ct string) bool {
 	if err != nil {
 		return false
 	}
-	return mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
+	// JSON Lines (an agent bundle, POST …/import) is no CORS-safelisted type either: a
+	// browser preflights it, as it does application/json.
+	return mt == "application/json" || mt == "application/x-ndjson" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
 }
 
 // loopbackHost reports whether a Host header (host or host:port) names this machine's

@@ -109,9 +109,14 @@ func (s *Service) Import(ctx context.Context, agentID int64, r io.Reader, o Impo
 			if err := s.apply(tx, f, agentID, false, &rep, &a); err != nil {
 				return err
 			}
-			if rep.Changes > 0 || rep.ConflictCount > 0 {
+			held, err := s.count(tx, agentID, m.Includes)
+			if err != nil {
+				return err
+			}
+			if rep.Changes > 0 || rep.ConflictCount > 0 || held != m.Counts {
 				return &Error{Status: statusConflict, Msg: fmt.Sprintf("agent %d is not empty (it was used, or holds another import): "+
-					"importing would change %d records and find %d conflicts; import with mode=merge, or into an agent id never used", agentID, rep.Changes, rep.ConflictCount)}
+					"importing would change %d records and find %d conflicts, and the agent holds %+v against the bundle's %+v; "+
+					"import with mode=merge, or into an agent id never used", agentID, rep.Changes, rep.ConflictCount, held, m.Counts)}
 			}
 			return nil
 		}
