@@ -31,6 +31,7 @@ import (
 	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/conversation"
 	"github.com/matememory/matememory/pkg/httpapi"
+	"github.com/matememory/matememory/pkg/internal/bundle"
 	"github.com/matememory/matememory/pkg/internal/panics"
 	"github.com/matememory/matememory/pkg/llmhealth"
 	"github.com/matememory/matememory/pkg/mcpserver"
@@ -79,7 +80,9 @@ type App struct {
 	Workspace *workspace.Service
 	Messages  *conversation.Store
 	Tools     *tool.Tools
-	HTTP      *httpapi.Server
+	// Bundle exports and imports agents (API processes; nil on the others).
+	Bundle *bundle.Service
+	HTTP   *httpapi.Server
 	// Recall searches agents' memory (API processes with mate.memory.search.enabled).
 	Recall *recall.Searcher
 	// MCPHub tells the MCP servers of the process about workspace changes (see mcp.go).
@@ -290,6 +293,8 @@ func (a *App) build(ctx context.Context) error {
 		rest.RegisterWorkspace(a.HTTP, a.Workspace)
 		rest.RegisterMessages(a.HTTP, a.Messages, a.Workspace)
 		rest.RegisterTools(a.HTTP, a.Tools)
+		a.Bundle = a.newBundle()
+		rest.RegisterBundle(a.HTTP, a.Bundle, a.Log)
 		mcpserver.Register(a.HTTP, a.Tools, a.mcpOptions())
 		if err := a.subscribeMCPChanges(); err != nil {
 			return err

@@ -201,7 +201,9 @@ func rootCommand(defaultTarget string, stdin io.Reader, stdout, stderr io.Writer
 		})
 	reindexCmd := flagged("reindex [--agent N]", "Index every memory file for search again (idempotent; progress and a summary)", reindex)
 	evalCmd := flagged("eval [--set file.json] [--k 5]", "Run the memory-search evaluation against the configured embedding endpoint", evalRecall)
-	root.AddCommand(migrate, replayCmd, mcpCmd, reindexCmd, evalCmd)
+	exportC := flagged("export --agent N [--history] [--messages] [--ledger] [-o file]", "Write an agent's bundle (docs/bundle.md) from the database", exportCmd)
+	importC := flagged("import --agent N [--mode empty|merge] [--dry-run] FILE", "Import a bundle into an agent (validated first; all or nothing; idempotent)", importCmd)
+	root.AddCommand(migrate, replayCmd, mcpCmd, reindexCmd, evalCmd, exportC, importC)
 	return root
 }
 

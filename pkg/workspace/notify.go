@@ -18,3 +18,9 @@ func (s *Service) notifyChanged(ctx context.Context, agentID int64, name string,
 		h(ctx, agentID, name, version)
 	}
 }
+
+// NotifyChanged tells the change hooks that a file changed outside the service's own
+// methods (an import wrote it in its transaction), after that change committed.
+func (s *Service) NotifyChanged(ctx context.Context, agentID int64, name string, version int64) {
+	s.notifyChanged(ctx, agentID, name, version)
+}
