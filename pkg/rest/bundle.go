@@ -54,7 +54,7 @@ func RegisterBundle(s *httpapi.Server, svc *bundle.Service, log *slog.Logger) {
 		Description: "The body is a bundle as …/export writes it. The whole bundle is validated (format version, every record, checksums) before anything is written, " +
 			"then applied in one transaction. mode=empty (default) needs an agent never used; mode=merge adds what the agent lacks and fast-forwards a file only when " +
 			"the agent's version is among the bundle's previous versions: a newer or different file is a conflict, listed and kept. The same bundle twice: 0 changes. " +
-			"A bundle of a newer format version is refused with 422.",
+			"A bundle of a newer format version is refused (400, naming the version supported).",
 		Parameters: []*huma.Param{httpapi.AgentParam(),
 			{Name: "mode", In: "query", Description: "empty: the agent must hold nothing yet (or exactly this bundle); merge: keep what the agent has, report conflicts.",
 				Schema: &huma.Schema{Type: "string", Enum: []any{bundle.ModeEmpty, bundle.ModeMerge}, Default: bundle.ModeEmpty}},
@@ -62,7 +62,7 @@ func RegisterBundle(s *httpapi.Server, svc *bundle.Service, log *slog.Logger) {
 		RequestBody: &huma.RequestBody{Required: true, Content: ndjson},
 		Responses: map[string]*huma.Response{"200": {Description: "What the import did",
 			Content: map[string]*huma.MediaType{"application/json": {Schema: report}}}},
-		Errors: []int{http.StatusBadRequest, http.StatusForbidden, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnprocessableEntity}},
+		Errors: []int{http.StatusBadRequest, http.StatusForbidden, http.StatusConflict, http.StatusRequestEntityTooLarge}},
 		http.HandlerFunc(h.importBundle))
 }
 

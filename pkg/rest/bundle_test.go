@@ -97,7 +97,7 @@ func TestExportImportOverREST(t *testing.T) {
 			{"GET", "/api/v1/agents/1/export?history=maybe", "", "k1", 400, `history must be true or false, got "maybe"`},
 			{"POST", "/api/v1/agents/2/import", b, "k1", 403, "may not act for agent 2"},
 			{"POST", "/api/v1/agents/2/import?mode=replace", b, "k2", 400, `mode "replace" is not an import mode`},
-			{"POST", "/api/v1/agents/2/import", strings.Replace(b, `"version":1`, `"version":9`, 1), "k2", 422, "it supports version 1 and older"},
+			{"POST", "/api/v1/agents/2/import", strings.Replace(b, `"version":1`, `"version":9`, 1), "k2", 400, "it supports version 1 and older"},
 			{"POST", "/api/v1/agents/2/import", strings.Replace(b, "black", "white", 1), "k2", 400, "the bundle is damaged or was edited"},
 			{"POST", "/api/v1/agents/3/import", b, "k1", 403, "may not act for agent 3"},
 		} {

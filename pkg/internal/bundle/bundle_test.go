@@ -195,7 +195,7 @@ func TestImportRefusesBadBundlesAndWritesNothing(t *testing.T) {
 		status           int
 	}{
 		{"empty body", "", "the body is empty", 400},
-		{"newer format", replace(0, `"version":1`, `"version":2`), "bundle format version 2 is newer than this server reads: it supports version 1", 422},
+		{"newer format", replace(0, `"version":1`, `"version":2`), "bundle format version 2 is newer than this server reads: it supports version 1", 400},
 		{"not a bundle", replace(0, Format, "other"), "is not a MateMemory agent bundle", 400},
 		{"manifest not first", join(append(lines[1:2:2], lines...)), "a bundle starts with its manifest", 400},
 		{"truncated", join(lines[:last-1]), "without its checksums line: it is truncated", 400},

@@ -255,10 +255,9 @@ func (e *Error) HTTPStatus() int { return e.Status }
 
 // Statuses of errors (the numbers of net/http's constants; this package knows no transport).
 const (
-	statusInvalid     = 400
-	statusNotFound    = 404
-	statusConflict    = 409
-	statusUnsupported = 422
+	statusInvalid  = 400
+	statusNotFound = 404
+	statusConflict = 409
 )
 
 func invalidf(format string, args ...any) error {
