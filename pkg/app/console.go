@@ -46,6 +46,9 @@ func (a *App) buildConsole() error {
 	if a.Recall != nil {
 		d.Search = a.Recall
 	}
+	if a.Bundle != nil {
+		d.Export = a.Bundle
+	}
 	if a.parts.summarize.Publisher != nil {
 		d.Summarize = a.parts.summarize
 	}

@@ -118,6 +118,8 @@ type agentData struct {
 	Runs    []ledger.Run
 	Next    *time.Time
 	Jobs    []cronjob.Job
+	// Export shows the download link.
+	Export bool
 	// Pending is what waits for an extraction (nil without a reader, or when it failed:
 	// PendingErr says why); HasSum shows the manual summarize buttons.
 	Pending    *summarizer.Pending
@@ -145,7 +147,7 @@ func (c *Console) agentPage(q *req) error {
 		return err
 	}
 	ctx := q.r.Context()
-	d := agentData{AgentID: id, HasSum: c.d.Summarize != nil}
+	d := agentData{AgentID: id, HasSum: c.d.Summarize != nil, Export: c.d.Export != nil}
 	c.pending(q, id, &d)
 	if q.r.Header.Get("HX-Request") == "true" && q.r.Header.Get("HX-Target") == "pending" {
 		// The pending section refreshes itself.

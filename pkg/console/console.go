@@ -75,6 +75,8 @@ type Deps struct {
 	Window    Window
 	Search    Searcher
 	Pending   Pending
+	// Export downloads an agent's bundle (nil hides the link).
+	Export Exporter
 	// Language is mate.language: the console's default language.
 	Language string
 	// ManualWait bounds how long a manual button waits for its outcome (default 20 s).
@@ -142,6 +144,7 @@ func (c *Console) routes() {
 	c.handle("POST "+Prefix+"/agents/{agentId}/prompt", c.contextPreview)
 	c.handle("GET "+Prefix+"/agents/{agentId}/search", c.searchPage)
 	c.handle("GET "+Prefix+"/agents/{agentId}/runs", c.runsPage)
+	c.handle("GET "+Prefix+"/agents/{agentId}/export", c.export)
 	c.handle("POST "+Prefix+"/agents/{agentId}/summarize", c.manualSummarize)
 	c.handle("POST "+Prefix+"/agents/{agentId}/emergence", c.manualEmergence)
 	c.handle("GET "+Prefix+"/runs", c.allRunsPage)
