@@ -163,6 +163,10 @@ func TestRoundTrip(t *testing.T) {
 			}
 			noRuns := Includes{History: true, Messages: true}
 			sameRecords(t, export(t, src, 1, noRuns), export(t, src, 2, noRuns))
+			// A repeat meets the same run again, and changes nothing.
+			if again := importB(t, src, 2, orig, ModeEmpty); again.Changes != 0 || again.ConflictCount != 1 {
+				t.Fatalf("second import: %+v", again)
+			}
 		})
 	})
 }
