@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/store/storetest"
+	"github.com/matememory/matememory/pkg/workspace"
 )
 
 // seedLarge gives agent id n files of about 2 KiB, each with one previous version, in
@@ -160,4 +162,38 @@ func BenchmarkImport(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// An export in progress (its reader stalled mid-bundle) blocks no writer: it reads a
+// snapshot, and a write commits meanwhile without showing up in the bundle.
+func TestExportBlocksNoWriter(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		seedLarge(t, db.DB, 1, 200) // about 900 KB: the export stalls on the pipe after 64 KiB
+		s := New(db.DB)
+		pr, pw := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.Export(context.Background(), pw, 1, Includes{History: true})
+			pw.CloseWithError(err)
+			done <- err
+		}()
+		head := make([]byte, 1)
+		if _, err := io.ReadFull(pr, head); err != nil { // the export has begun
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ws := workspace.New(db.DB)
+		if _, _, err := ws.Write(ctx, 1, "memory/late.md", "written during the export", workspace.AnyVersion, workspace.Change{Actor: store.ActorAPI}); err != nil {
+			t.Fatalf("a write during the export: %v", err)
+		}
+		rest, err := io.ReadAll(pr)
+		if err != nil || <-done != nil {
+			t.Fatalf("export: %v", err)
+		}
+		b := append(head, rest...)
+		if c := trailer(t, b); c.Counts.File != 200 || bytes.Contains(b, []byte("memory/late.md")) {
+			t.Fatalf("the bundle is no snapshot: %d files, late file included: %v", c.Counts.File, bytes.Contains(b, []byte("memory/late.md")))
+		}
+	})
 }
