@@ -207,7 +207,7 @@ func (s *Service) exportHistory(tx *gorm.DB, e *encoder, f store.WorkspaceFile) 
 }
 
 func (s *Service) exportCron(tx *gorm.DB, e *encoder, agentID int64) error {
-	return pages(tx, s.page*4, "mate_cron_job", "agent_id = ? AND deleted = 0", agentID, func(r store.CronJob) (int64, error) {
+	return pages(tx, s.page, "mate_cron_job", "agent_id = ? AND deleted = 0", agentID, func(r store.CronJob) (int64, error) {
 		return r.ID, e.write(KindCron, Cron{Kind: KindCron, Name: r.Name, CronExpression: r.CronExpression, Timezone: r.Timezone,
 			TaskType: r.TaskType, TriggerMessage: r.TriggerMessage, RequestBody: r.RequestBody, Enabled: r.Enabled,
 			NextRunTime: r.NextRunTime, LastRunTime: r.LastRunTime, CreateTime: r.CreateTime, UpdateTime: r.UpdateTime})
@@ -215,14 +215,14 @@ func (s *Service) exportCron(tx *gorm.DB, e *encoder, agentID int64) error {
 }
 
 func (s *Service) exportMessages(tx *gorm.DB, e *encoder, agentID int64) error {
-	return pages(tx, s.page*4, "mate_message", "agent_id = ?", agentID, func(r store.Message) (int64, error) {
+	return pages(tx, s.page, "mate_message", "agent_id = ?", agentID, func(r store.Message) (int64, error) {
 		return r.ID, e.write(KindMessage, Message{Kind: KindMessage, ConversationID: r.ConversationID, Role: r.Role, Content: r.Content,
 			ToolCalls: r.ToolCalls, ToolCallID: r.ToolCallID, Name: r.Name, CreateTime: r.CreateTime})
 	})
 }
 
 func (s *Service) exportRuns(tx *gorm.DB, e *encoder, agentID int64) error {
-	return pages(tx, s.page*4, "mate_memory_run", "agent_id = ?", agentID, func(r store.MemoryRun) (int64, error) {
+	return pages(tx, s.page, "mate_memory_run", "agent_id = ?", agentID, func(r store.MemoryRun) (int64, error) {
 		return r.ID, e.write(KindRun, Run{Kind: KindRun, RunID: r.RunID, RunKind: r.Kind, EventID: r.EventID, Conversations: r.Conversations,
 			Status: r.Status, Reason: r.Reason, Model: r.Model, Provider: r.Provider, TokensIn: r.TokensIn, TokensOut: r.TokensOut,
 			LatencyMs: r.LatencyMs, FilesChanged: r.FilesChanged, Attempt: r.Attempt, CreateTime: r.CreateTime})
