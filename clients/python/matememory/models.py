@@ -11,17 +11,23 @@ __all__ = [
     'Agent',
     'AgentBody',
     'AgentPage',
+    'BundleConflict',
+    'BundleCounts',
+    'BundleImportReport',
     'BusRetried',
     'ConversationMessage',
-    'CronjobInput',
+    'CronjobCreateBody',
     'CronjobJob',
     'CronjobJobDeleted',
     'CronjobJobList',
+    'CronjobPatchBody',
+    'CronjobReplaceBody',
     'Deleted',
     'EmergenceResult',
     'EnvelopeAgent',
     'EnvelopeAgentPage',
     'EnvelopeAny',
+    'EnvelopeBundleImportReport',
     'EnvelopeBusRetried',
     'EnvelopeCronjobJob',
     'EnvelopeCronjobJobDeleted',
@@ -54,6 +60,8 @@ __all__ = [
     'FileList',
     'LedgerRun',
     'MateClawFile',
+    'McpserverRPCError',
+    'McpserverRPCErrorResponse',
     'MessageIn',
     'Messages',
     'MessagesBody',
@@ -118,6 +126,49 @@ class AgentPage(TypedDict):
     nextAfter: NotRequired[int]
 
 
+class BundleConflict(TypedDict):
+    """The BundleConflict schema."""
+    bundleVersion: NotRequired[int]
+    kind: str
+    name: str
+    "The filename, cron job name, run id, or \"settings\"."
+    reason: str
+    targetVersion: NotRequired[int]
+
+
+class BundleCounts(TypedDict):
+    """The BundleCounts schema."""
+    agent: int
+    cron: int
+    file: int
+    history: int
+    message: int
+    run: int
+
+
+class BundleImportReport(TypedDict):
+    """The BundleImportReport schema."""
+    agentId: int
+    changes: int
+    "Created plus updated: 0 when the same bundle is imported again."
+    conflictCount: int
+    conflicts: list[BundleConflict] | None
+    "The first 1000 conflicts."
+    created: BundleCounts
+    "Records written that the target did not have."
+    dryRun: bool
+    formatVersion: int
+    mode: str
+    records: BundleCounts
+    "The records in the bundle."
+    sourceAgentId: int
+    "The agent the bundle was exported from."
+    unchanged: BundleCounts
+    "Records the target already held as they are."
+    updated: BundleCounts
+    "Files fast-forwarded to the bundle's newer version."
+
+
 class BusRetried(TypedDict):
     """The BusRetried schema."""
     duplicate: bool
@@ -139,24 +190,24 @@ class ConversationMessage(TypedDict):
     toolCalls: NotRequired[Any]
 
 
-class CronjobInput(TypedDict):
-    """The CronjobInput schema."""
-    agentId: NotRequired[int | None]
-    "Filled in by the server when absent."
-    cronExpression: NotRequired[str | None]
-    "Filled in by the server when absent."
-    enabled: NotRequired[bool | None]
-    "Filled in by the server when absent."
-    name: NotRequired[str | None]
-    "Filled in by the server when absent."
-    requestBody: NotRequired[str | None]
-    "Filled in by the server when absent."
-    taskType: NotRequired[str | None]
-    "Filled in by the server when absent."
-    timezone: NotRequired[str | None]
-    "Filled in by the server when absent."
-    triggerMessage: NotRequired[str | None]
-    "Filled in by the server when absent."
+class CronjobCreateBody(TypedDict):
+    """The CronjobCreateBody schema."""
+    agentId: int
+    "The agent the job runs for."
+    cronExpression: str
+    "Five fields: minute hour day-of-month month day-of-week."
+    enabled: NotRequired[bool]
+    "Whether the job runs; true when absent (on create and replace)."
+    name: str
+    "Unique per agent."
+    requestBody: NotRequired[str]
+    "Kept with the job for MateClaw's clients."
+    taskType: NotRequired[Literal['text', 'emergence']]
+    "text (the default) sends triggerMessage to the agent; emergence runs the memory consolidation."
+    timezone: NotRequired[str]
+    "An IANA time zone; the agent's when absent (on create and replace)."
+    triggerMessage: NotRequired[str]
+    "The message the agent receives when the job fires; required for task type text."
 
 
 class CronjobJob(TypedDict):
@@ -186,6 +237,42 @@ class CronjobJobList(TypedDict):
     """The CronjobJobList schema."""
     count: int
     jobs: list[CronjobJob] | None
+
+
+class CronjobPatchBody(TypedDict):
+    """The CronjobPatchBody schema."""
+    agentId: NotRequired[int]
+    "The job's own agent, if sent: a job cannot move to another agent."
+    cronExpression: NotRequired[str]
+    enabled: NotRequired[bool]
+    "Whether the job runs; true when absent (on create and replace)."
+    name: NotRequired[str]
+    requestBody: NotRequired[str]
+    "Kept with the job for MateClaw's clients."
+    taskType: NotRequired[Literal['text', 'emergence']]
+    "text (the default) sends triggerMessage to the agent; emergence runs the memory consolidation."
+    timezone: NotRequired[str]
+    "An IANA time zone; the agent's when absent (on create and replace)."
+    triggerMessage: NotRequired[str]
+    "The message the agent receives when the job fires; required for task type text."
+
+
+class CronjobReplaceBody(TypedDict):
+    """The CronjobReplaceBody schema."""
+    agentId: NotRequired[int]
+    "The job's own agent, if sent: a job cannot move to another agent."
+    cronExpression: str
+    enabled: NotRequired[bool]
+    "Whether the job runs; true when absent (on create and replace)."
+    name: str
+    requestBody: NotRequired[str]
+    "Kept with the job for MateClaw's clients."
+    taskType: NotRequired[Literal['text', 'emergence']]
+    "text (the default) sends triggerMessage to the agent; emergence runs the memory consolidation."
+    timezone: NotRequired[str]
+    "An IANA time zone; the agent's when absent (on create and replace)."
+    triggerMessage: NotRequired[str]
+    "The message the agent receives when the job fires; required for task type text."
 
 
 class Deleted(TypedDict):
@@ -227,6 +314,15 @@ class EnvelopeAny(TypedDict):
     code: int
     "The HTTP status code, repeated."
     data: Any
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeBundleImportReport(TypedDict):
+    """The EnvelopeBundleImportReport schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: BundleImportReport
     msg: NotRequired[str]
     "Empty on success."
 
@@ -482,7 +578,7 @@ class EventConversationCompletedEvent(TypedDict):
 
 class EventMessage(TypedDict):
     """The EventMessage schema."""
-    content: str
+    content: NotRequired[str]
     name: NotRequired[str]
     role: str
     toolCallId: NotRequired[str]
@@ -536,6 +632,22 @@ class MateClawFile(TypedDict):
     version: int
 
 
+class McpserverRPCError(TypedDict):
+    """The McpserverRPCError schema."""
+    code: int
+    "-32700 parse error, -32600 invalid request (the transport's refusals too), -32601 method not found, -32602 invalid params."
+    message: str
+    "What was wrong."
+
+
+class McpserverRPCErrorResponse(TypedDict):
+    """The McpserverRPCErrorResponse schema."""
+    error: McpserverRPCError
+    id: str | int | None
+    "The request's id; null when the body held no single request whose id could be read."
+    jsonrpc: Literal['2.0']
+
+
 class MessageIn(TypedDict):
     """The MessageIn schema."""
     agentId: NotRequired[int]
@@ -585,14 +697,14 @@ class PatchBody(TypedDict):
 
 class PromptFilesBody(TypedDict):
     """The PromptFilesBody schema."""
-    files: list[str] | None
-    "The files to inject, in order (required; an empty list disables every file)."
+    files: list[str]
+    "The files to inject, in order (an empty list disables every file)."
 
 
 class PutBody(TypedDict):
     """The PutBody schema."""
-    content: str | None
-    "The file's new content (required; at most the workspace's file size limit)."
+    content: str
+    "The file's new content (at most the workspace's file size limit)."
 
 
 class RecallHit(TypedDict):
@@ -626,8 +738,8 @@ class RecallResult(TypedDict):
 
 class RollbackBody(TypedDict):
     """The RollbackBody schema."""
-    version: int | None
-    "A previous version from …/history (required)."
+    version: int
+    "A previous version from …/history."
 
 
 class SearchBody(TypedDict):
@@ -635,9 +747,9 @@ class SearchBody(TypedDict):
     filenamePrefix: NotRequired[str]
     "Only files whose name starts with this."
     maxResults: NotRequired[int]
-    "At most this many hits."
-    query: str | None
-    "What to look for (required)."
+    "At most this many hits (default 6)."
+    query: str
+    "What to look for."
     since: NotRequired[str]
     "Only notes dated on or after this day (YYYY-MM-DD)."
     until: NotRequired[str]
@@ -792,8 +904,8 @@ class WindowContextBody(TypedDict):
     "Put memory search hits in the system message."
     systemPrompt: NotRequired[str]
     "The chat service's own system prompt; the workspace files follow it."
-    userMessage: str | None
-    "The current user message, placed last (required)."
+    userMessage: str
+    "The current user message, placed last."
 
 
 class WindowFunctionCall(TypedDict):
@@ -804,7 +916,7 @@ class WindowFunctionCall(TypedDict):
 
 class WindowMessage(TypedDict):
     """The WindowMessage schema."""
-    content: str | None
+    content: NotRequired[str | None]
     name: NotRequired[str]
     role: str
     tool_call_id: NotRequired[str]

@@ -122,6 +122,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/agents/{agentId}/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export an agent's memory as a bundle
+         * @description Streams the agent's settings, files (content, enabled, sort order, version) and cron jobs, with history, messages and the run ledger on request, as JSON Lines: a manifest first, a checksums line (SHA-256 per kind and overall) last. A bundle without its checksums line was cut short. 404 for an agent never used.
+         */
+        get: operations["exportAgent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/agents/{agentId}/files": {
         parameters: {
             query?: never;
@@ -156,7 +176,7 @@ export interface paths {
         get: operations["getFile"];
         /**
          * Create or replace a file's content
-         * @description If-Match: <version> writes only over that version (a stale one gets 409); If-Match: 0 creates only. 201 when the write created the file.
+         * @description If-Match: <version> writes only over that version (a stale one gets 409); If-Match: 0 creates only (409 when the file exists); If-None-Match: * creates only too, with RFC 9110's 412 when the file exists. 201 when the write created the file.
          */
         put: operations["writeFile"];
         post?: never;
@@ -214,6 +234,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/agents/{agentId}/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Import a bundle into an agent
+         * @description The body is a bundle as …/export writes it. The whole bundle is validated (format version, every record, checksums) before anything is written, then applied in one transaction. mode=empty (default) needs an agent never used; mode=merge adds what the agent lacks and fast-forwards a file only when the agent's version is among the bundle's previous versions: a newer or different file is a conflict, listed and kept. The same bundle twice: 0 changes. A bundle of a newer format version is refused (400, naming the version supported).
+         */
+        post: operations["importAgent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/agents/{agentId}/mcp": {
         parameters: {
             query?: never;
@@ -229,7 +269,7 @@ export interface paths {
         put?: never;
         /**
          * Model Context Protocol over streamable HTTP
-         * @description The workspace memory tools and the memory files as resources, bound to the agent in the URL. Stateless (any replica answers); an initialize handshake gets a session. Protocol errors are JSON-RPC error objects (-32700, -32601, -32602); authentication and the agent id keep the API's envelope.
+         * @description The workspace memory tools and the memory files as resources, bound to the agent in the URL. Stateless (any replica answers); an initialize handshake gets a session. A JSON-RPC error of a request (-32601 method not found, -32602 invalid params) is a 200 answer, as any other JSON-RPC response; the transport's refusals have their HTTP status and a JSON-RPC error body; authentication and the agent id keep the API's envelope.
          */
         post: operations["mcpMessage"];
         /** End an MCP session */
@@ -347,7 +387,7 @@ export interface paths {
         get: operations["mateclawGetFile"];
         /**
          * MateClaw: create or replace a file (200 either way)
-         * @description If-Match optional, as on the native route.
+         * @description If-Match and If-None-Match: * optional, as on the native route (412 when If-None-Match: * finds the file).
          */
         put: operations["mateclawWriteFile"];
         post?: never;
@@ -688,6 +728,64 @@ export interface components {
             /** Format: int64 */
             nextAfter?: number;
         };
+        BundleConflict: {
+            /** Format: int64 */
+            bundleVersion?: number;
+            /** @example file */
+            kind: string;
+            /**
+             * @description The filename, cron job name, run id, or "settings".
+             * @example MEMORY.md
+             */
+            name: string;
+            reason: string;
+            /** Format: int64 */
+            targetVersion?: number;
+        };
+        BundleCounts: {
+            /** Format: int64 */
+            agent: number;
+            /** Format: int64 */
+            cron: number;
+            /** Format: int64 */
+            file: number;
+            /** Format: int64 */
+            history: number;
+            /** Format: int64 */
+            message: number;
+            /** Format: int64 */
+            run: number;
+        };
+        BundleImportReport: {
+            /** Format: int64 */
+            agentId: number;
+            /**
+             * Format: int64
+             * @description Created plus updated: 0 when the same bundle is imported again.
+             */
+            changes: number;
+            /** Format: int64 */
+            conflictCount: number;
+            /** @description The first 1000 conflicts. */
+            conflicts: components["schemas"]["BundleConflict"][] | null;
+            /** @description Records written that the target did not have. */
+            created: components["schemas"]["BundleCounts"];
+            dryRun: boolean;
+            /** Format: int64 */
+            formatVersion: number;
+            mode: string;
+            /** @description The records in the bundle. */
+            records: components["schemas"]["BundleCounts"];
+            /**
+             * Format: int64
+             * @description The agent the bundle was exported from.
+             */
+            sourceAgentId: number;
+            /** @description Records the target already held as they are. */
+            unchanged: components["schemas"]["BundleCounts"];
+            /** @description Files fast-forwarded to the bundle's newer version. */
+            updated: components["schemas"]["BundleCounts"];
+        };
         BusRetried: {
             duplicate: boolean;
             /** Format: int64 */
@@ -709,26 +807,39 @@ export interface components {
             toolCallId?: string;
             toolCalls?: unknown;
         };
-        CronjobInput: {
+        CronjobCreateBody: {
             /**
              * Format: int64
-             * @description Filled in by the server when absent.
+             * @description The agent the job runs for.
+             * @example 1
              */
-            agentId?: number | null;
-            /** @description Filled in by the server when absent. */
-            cronExpression?: string | null;
-            /** @description Filled in by the server when absent. */
-            enabled?: boolean | null;
-            /** @description Filled in by the server when absent. */
-            name?: string | null;
-            /** @description Filled in by the server when absent. */
-            requestBody?: string | null;
-            /** @description Filled in by the server when absent. */
-            taskType?: string | null;
-            /** @description Filled in by the server when absent. */
-            timezone?: string | null;
-            /** @description Filled in by the server when absent. */
-            triggerMessage?: string | null;
+            agentId: number;
+            /**
+             * @description Five fields: minute hour day-of-month month day-of-week.
+             * @example 0 9 * * 1-5
+             */
+            cronExpression: string;
+            /** @description Whether the job runs; true when absent (on create and replace). */
+            enabled?: boolean;
+            /**
+             * @description Unique per agent.
+             * @example Daily stand-up reminder
+             */
+            name: string;
+            /** @description Kept with the job for MateClaw's clients. */
+            requestBody?: string;
+            /**
+             * @description text (the default) sends triggerMessage to the agent; emergence runs the memory consolidation.
+             * @enum {string}
+             */
+            taskType?: "text" | "emergence";
+            /**
+             * @description An IANA time zone; the agent's when absent (on create and replace).
+             * @example Asia/Shanghai
+             */
+            timezone?: string;
+            /** @description The message the agent receives when the job fires; required for task type text. */
+            triggerMessage?: string;
         };
         CronjobJob: {
             /** Format: int64 */
@@ -760,6 +871,59 @@ export interface components {
             /** Format: int64 */
             count: number;
             jobs: components["schemas"]["CronjobJob"][] | null;
+        };
+        CronjobPatchBody: {
+            /**
+             * Format: int64
+             * @description The job's own agent, if sent: a job cannot move to another agent.
+             */
+            agentId?: number;
+            /** @example 0 9 * * 1-5 */
+            cronExpression?: string;
+            /** @description Whether the job runs; true when absent (on create and replace). */
+            enabled?: boolean;
+            name?: string;
+            /** @description Kept with the job for MateClaw's clients. */
+            requestBody?: string;
+            /**
+             * @description text (the default) sends triggerMessage to the agent; emergence runs the memory consolidation.
+             * @enum {string}
+             */
+            taskType?: "text" | "emergence";
+            /**
+             * @description An IANA time zone; the agent's when absent (on create and replace).
+             * @example Asia/Shanghai
+             */
+            timezone?: string;
+            /** @description The message the agent receives when the job fires; required for task type text. */
+            triggerMessage?: string;
+        };
+        CronjobReplaceBody: {
+            /**
+             * Format: int64
+             * @description The job's own agent, if sent: a job cannot move to another agent.
+             */
+            agentId?: number;
+            /** @example 0 9 * * 1-5 */
+            cronExpression: string;
+            /** @description Whether the job runs; true when absent (on create and replace). */
+            enabled?: boolean;
+            /** @example Daily stand-up reminder */
+            name: string;
+            /** @description Kept with the job for MateClaw's clients. */
+            requestBody?: string;
+            /**
+             * @description text (the default) sends triggerMessage to the agent; emergence runs the memory consolidation.
+             * @enum {string}
+             */
+            taskType?: "text" | "emergence";
+            /**
+             * @description An IANA time zone; the agent's when absent (on create and replace).
+             * @example Asia/Shanghai
+             */
+            timezone?: string;
+            /** @description The message the agent receives when the job fires; required for task type text. */
+            triggerMessage?: string;
         };
         Deleted: {
             /** Format: int64 */
@@ -804,6 +968,17 @@ export interface components {
              */
             code: number;
             data: unknown;
+            /** @description Empty on success. */
+            msg?: string;
+        };
+        EnvelopeBundleImportReport: {
+            /**
+             * Format: int64
+             * @description The HTTP status code, repeated.
+             * @example 200
+             */
+            code: number;
+            data: components["schemas"]["BundleImportReport"];
             /** @description Empty on success. */
             msg?: string;
         };
@@ -1114,7 +1289,7 @@ export interface components {
             userMessage: string;
         };
         EventMessage: {
-            content: string;
+            content?: string;
             name?: string;
             role: string;
             toolCallId?: string;
@@ -1174,6 +1349,23 @@ export interface components {
             updateTime: string;
             /** Format: int64 */
             version: number;
+        };
+        McpserverRPCError: {
+            /**
+             * Format: int64
+             * @description -32700 parse error, -32600 invalid request (the transport's refusals too), -32601 method not found, -32602 invalid params.
+             * @example -32601
+             */
+            code: number;
+            /** @description What was wrong. */
+            message: string;
+        };
+        McpserverRPCErrorResponse: {
+            error: components["schemas"]["McpserverRPCError"];
+            /** @description The request's id; null when the body held no single request whose id could be read. */
+            id: string | number | null;
+            /** @enum {string} */
+            jsonrpc: "2.0";
         };
         MessageIn: {
             /**
@@ -1237,22 +1429,22 @@ export interface components {
         };
         PromptFilesBody: {
             /**
-             * @description The files to inject, in order (required; an empty list disables every file).
+             * @description The files to inject, in order (an empty list disables every file).
              * @example [
              *       "AGENTS.md",
              *       "SOUL.md"
              *     ]
              */
-            files: string[] | null;
+            files: string[];
         };
         PutBody: {
             /**
-             * @description The file's new content (required; at most the workspace's file size limit).
+             * @description The file's new content (at most the workspace's file size limit).
              * @example # Notes
              *
              *     - likes green tea
              */
-            content: string | null;
+            content: string;
         };
         RecallHit: {
             date: string;
@@ -1292,10 +1484,10 @@ export interface components {
         RollbackBody: {
             /**
              * Format: int64
-             * @description A previous version from …/history (required).
+             * @description A previous version from …/history.
              * @example 2
              */
-            version: number | null;
+            version: number;
         };
         SearchBody: {
             /**
@@ -1305,14 +1497,14 @@ export interface components {
             filenamePrefix?: string;
             /**
              * Format: int64
-             * @description At most this many hits.
+             * @description At most this many hits (default 6).
              */
             maxResults?: number;
             /**
-             * @description What to look for (required).
+             * @description What to look for.
              * @example green tea
              */
-            query: string | null;
+            query: string;
             /**
              * @description Only notes dated on or after this day (YYYY-MM-DD).
              * @example 2026-04-01
@@ -1491,15 +1683,15 @@ export interface components {
             recall?: components["schemas"]["WindowRecallRequest"];
             /** @description The chat service's own system prompt; the workspace files follow it. */
             systemPrompt?: string;
-            /** @description The current user message, placed last (required). */
-            userMessage: string | null;
+            /** @description The current user message, placed last. */
+            userMessage: string;
         };
         WindowFunctionCall: {
             arguments: string;
             name: string;
         };
         WindowMessage: {
-            content: string | null;
+            content?: string | null;
             name?: string;
             role: string;
             tool_call_id?: string;
@@ -2181,6 +2373,77 @@ export interface operations {
             };
         };
     };
+    exportAgent: {
+        parameters: {
+            query?: {
+                /** @description Include every file's previous versions. */
+                history?: boolean;
+                /** @description Include the stored conversation messages. */
+                messages?: boolean;
+                /** @description Include the run ledger. */
+                ledger?: boolean;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description The agent's id, a positive integer; the key must be allowed to act for it.
+                 * @example 1
+                 */
+                agentId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The bundle */
+            200: {
+                headers: {
+                    /** @description attachment; filename=agent-N-TIME.ndjson */
+                    "Content-Disposition"?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": string;
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
     listFiles: {
         parameters: {
             query?: {
@@ -2331,6 +2594,8 @@ export interface operations {
                 "If-Match"?: string;
                 /** @description Kept in the file's history as the change's ref (its first 128 bytes, control characters removed). */
                 "X-Request-Id"?: string;
+                /** @description * creates only: the write is refused with 412 when the file exists (RFC 9110 create-only semantics). Combine it with no If-Match, or with If-Match: 0. */
+                "If-None-Match"?: "*";
             };
             path: {
                 /** @description The agent's id, a positive integer; the key must be allowed to act for it. */
@@ -2413,6 +2678,15 @@ export interface operations {
             };
             /** @description Conflict */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Precondition Failed */
+            412: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2835,6 +3109,86 @@ export interface operations {
             };
         };
     };
+    importAgent: {
+        parameters: {
+            query?: {
+                /** @description empty: the agent must hold nothing yet (or exactly this bundle); merge: keep what the agent has, report conflicts. */
+                mode?: "empty" | "merge";
+                /** @description Validate and report what would change; write nothing. */
+                dryRun?: boolean;
+            };
+            header?: never;
+            path: {
+                /**
+                 * @description The agent's id, a positive integer; the key must be allowed to act for it.
+                 * @example 1
+                 */
+                agentId: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/x-ndjson": string;
+            };
+        };
+        responses: {
+            /** @description What the import did */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnvelopeBundleImportReport"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
     mcpEventStream: {
         parameters: {
             query?: {
@@ -2865,6 +3219,15 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
+            /** @description A JSON-RPC error (invalid request, unsupported protocol version), or the envelope for an agent id or language the API refuses */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpserverRPCErrorResponse"] | components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description Unauthorized */
             401: {
                 headers: {
@@ -2874,30 +3237,52 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Forbidden */
+            /** @description The envelope when the key may not act for the agent; a JSON-RPC error without id for a foreign Origin or, without API keys, a Host that is not loopback */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ErrorEnvelope"];
+                    "application/json": components["schemas"]["McpserverRPCErrorResponse"] | components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Not Found */
+            /** @description A JSON-RPC error: an Mcp-Session-Id this replica does not know or that another agent, language or key created; under the 2026-07-28 protocol also an unknown method (SEP-2575) */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ErrorEnvelope"];
+                    "application/json": components["schemas"]["McpserverRPCErrorResponse"];
                 };
             };
-            /** @description No Mcp-Session-Id: a stateless client has no stream to open */
+            /** @description No Mcp-Session-Id: a stateless client has no stream to open (a JSON-RPC error) */
             405: {
+                headers: {
+                    /** @description POST: the only method without a session. */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpserverRPCErrorResponse"];
+                };
+            };
+            /** @description A JSON-RPC error: the Accept header does not cover text/event-stream */
+            406: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["McpserverRPCErrorResponse"];
+                };
+            };
+            /** @description An internal error: the envelope before the MCP server ran, a JSON-RPC error after */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpserverRPCErrorResponse"] | components["schemas"]["ErrorEnvelope"];
+                };
             };
         };
     };
@@ -2926,7 +3311,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description A JSON-RPC response, or a stream of them */
+            /** @description A JSON-RPC response (a result or an error), or a stream of them */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2943,13 +3328,13 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description A JSON-RPC error (parse error, invalid request) */
+            /** @description A JSON-RPC error: the body is not JSON (-32700) or no JSON-RPC message (-32600), an unsupported protocol version; or the envelope for an agent id or language the API refuses */
             400: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": Record<string, never>;
+                    "application/json": components["schemas"]["McpserverRPCErrorResponse"] | components["schemas"]["ErrorEnvelope"];
                 };
             };
             /** @description Unauthorized */
@@ -2961,22 +3346,58 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Forbidden */
+            /** @description The envelope when the key may not act for the agent; a JSON-RPC error without id for a foreign Origin or, without API keys, a Host that is not loopback */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ErrorEnvelope"];
+                    "application/json": components["schemas"]["McpserverRPCErrorResponse"] | components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Not Found */
+            /** @description A JSON-RPC error: an Mcp-Session-Id this replica does not know or that another agent, language or key created; under the 2026-07-28 protocol also an unknown method (SEP-2575) */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ErrorEnvelope"];
+                    "application/json": components["schemas"]["McpserverRPCErrorResponse"];
+                };
+            };
+            /** @description A JSON-RPC error: the Accept header does not cover both application/json and text/event-stream (a wildcard that covers them, *\/*, is accepted) */
+            406: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpserverRPCErrorResponse"];
+                };
+            };
+            /** @description A JSON-RPC error: the body exceeds 8 MiB */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpserverRPCErrorResponse"];
+                };
+            };
+            /** @description A JSON-RPC error: the body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpserverRPCErrorResponse"];
+                };
+            };
+            /** @description An internal error: the envelope before the MCP server ran, a JSON-RPC error after */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpserverRPCErrorResponse"] | components["schemas"]["ErrorEnvelope"];
                 };
             };
         };
@@ -3009,6 +3430,15 @@ export interface operations {
                 };
                 content?: never;
             };
+            /** @description A JSON-RPC error (invalid request, unsupported protocol version), or the envelope for an agent id or language the API refuses */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpserverRPCErrorResponse"] | components["schemas"]["ErrorEnvelope"];
+                };
+            };
             /** @description Unauthorized */
             401: {
                 headers: {
@@ -3018,30 +3448,52 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Forbidden */
+            /** @description The envelope when the key may not act for the agent; a JSON-RPC error without id for a foreign Origin or, without API keys, a Host that is not loopback */
             403: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ErrorEnvelope"];
+                    "application/json": components["schemas"]["McpserverRPCErrorResponse"] | components["schemas"]["ErrorEnvelope"];
                 };
             };
-            /** @description Not Found */
+            /** @description A JSON-RPC error: an Mcp-Session-Id this replica does not know or that another agent, language or key created; under the 2026-07-28 protocol also an unknown method (SEP-2575) */
             404: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["ErrorEnvelope"];
+                    "application/json": components["schemas"]["McpserverRPCErrorResponse"];
                 };
             };
-            /** @description No Mcp-Session-Id */
+            /** @description No Mcp-Session-Id (a JSON-RPC error) */
             405: {
+                headers: {
+                    /** @description POST: the only method without a session. */
+                    Allow?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpserverRPCErrorResponse"];
+                };
+            };
+            /** @description A JSON-RPC error: a body that is not application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
-                content?: never;
+                content: {
+                    "application/json": components["schemas"]["McpserverRPCErrorResponse"];
+                };
+            };
+            /** @description An internal error: the envelope before the MCP server ran, a JSON-RPC error after */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["McpserverRPCErrorResponse"] | components["schemas"]["ErrorEnvelope"];
+                };
             };
         };
     };
@@ -3506,6 +3958,8 @@ export interface operations {
                 "If-Match"?: string;
                 /** @description Kept in the file's history as the change's ref (its first 128 bytes, control characters removed). */
                 "X-Request-Id"?: string;
+                /** @description * creates only: the write is refused with 412 when the file exists (RFC 9110 create-only semantics). Combine it with no If-Match, or with If-Match: 0. */
+                "If-None-Match"?: "*";
             };
             path: {
                 /** @description The agent's id, a positive integer; the key must be allowed to act for it. */
@@ -3578,6 +4032,15 @@ export interface operations {
             };
             /** @description Conflict */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Precondition Failed */
+            412: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4080,7 +4543,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["CronjobInput"];
+                "application/json": components["schemas"]["CronjobCreateBody"];
             };
         };
         responses: {
@@ -4229,7 +4692,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["CronjobInput"];
+                "application/json": components["schemas"]["CronjobReplaceBody"];
             };
         };
         responses: {
@@ -4378,7 +4841,7 @@ export interface operations {
         };
         requestBody: {
             content: {
-                "application/json": components["schemas"]["CronjobInput"];
+                "application/json": components["schemas"]["CronjobPatchBody"];
             };
         };
         responses: {
