@@ -194,6 +194,20 @@ func TestImportRefusesBadBundlesAndWritesNothing(t *testing.T) {
 		return join(ls)
 	}
 	last := len(lines) - 1
+	// The two history lines of notes/person.md, swapped; a file line repeated.
+	var hist []int
+	file := -1
+	for i, l := range lines {
+		if strings.HasPrefix(l, `{"kind":"history","filename":"notes/person.md"`) {
+			hist = append(hist, i)
+		}
+		if file < 0 && strings.HasPrefix(l, `{"kind":"file"`) {
+			file = i
+		}
+	}
+	swapped := append([]string(nil), lines...)
+	swapped[hist[0]], swapped[hist[1]] = swapped[hist[1]], swapped[hist[0]]
+	repeated := append(append(append([]string(nil), lines[:file+1]...), lines[file]), lines[file+1:]...)
 	cases := []struct {
 		name, body, want string
 		status           int
@@ -209,6 +223,8 @@ func TestImportRefusesBadBundlesAndWritesNothing(t *testing.T) {
 		{"out of order", join(append(append([]string{lines[0]}, lines[2], lines[1]), lines[3:]...)), "the agent record must come right after the manifest", 400},
 		{"unknown kind", join(append(append(lines[:last:last], `{"kind":"secret"}`), lines[last])), `unknown record kind "secret"`, 400},
 		{"data after checksums", good + lines[1] + "\n", "data after the checksums line", 400},
+		{"history out of order", join(swapped), "notes/person.md: history version 1 after version 2", 400},
+		{"a file twice", join(repeated), "a second file of that name", 400},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -357,4 +373,30 @@ func TestManifest(t *testing.T) {
 	if m != want {
 		t.Fatalf("manifest %+v; want %+v", m, want)
 	}
+}
+
+// History rows stored out of version order (a merge adds a file's older versions after its
+// newer ones) are exported oldest first, so the bundle imports.
+func TestHistoryExportedInVersionOrder(t *testing.T) {
+	db := storetest.SQLite(t).DB
+	now := time.Now().UTC()
+	if err := db.Create(&store.Agent{ID: 1, Language: "en", Timezone: "UTC", CreateTime: now}).Error; err != nil {
+		t.Fatal(err)
+	}
+	f := store.WorkspaceFile{AgentID: 1, Filename: "a.md", Content: "v3", FileSize: 2, Enabled: true, Version: 3, CreateTime: now, UpdateTime: now}
+	if err := db.Create(&f).Error; err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []int64{2, 1} {
+		if err := db.Create(&store.WorkspaceFileHistory{FileID: f.ID, AgentID: 1, Filename: "a.md", Version: v, Content: fmt.Sprint("v", v),
+			Enabled: true, Action: "write", Actor: store.ActorAPI, CreateTime: now}).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := New(db)
+	b := export(t, s, 1, Includes{History: true})
+	if h := kindLines(b, KindHistory); strings.Index(h, `"version":1`) > strings.Index(h, `"version":2`) {
+		t.Fatalf("history not oldest first:\n%s", h)
+	}
+	importB(t, s, 2, b, ModeEmpty)
 }

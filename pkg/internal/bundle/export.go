@@ -159,8 +159,7 @@ func (s *Service) count(tx *gorm.DB, agentID int64, inc Includes) (Counts, error
 	return c, nil
 }
 
-// exportFiles writes the live files in id order, each followed by its history (oldest
-// first) when asked.
+// exportFiles writes the live files in id order, each followed by its history when asked.
 func (s *Service) exportFiles(tx *gorm.DB, e *encoder, agentID int64, history bool) error {
 	var last int64
 	for {
@@ -186,15 +185,18 @@ func (s *Service) exportFiles(tx *gorm.DB, e *encoder, agentID int64, history bo
 	}
 }
 
+// exportHistory writes a file's history oldest version first (an import checks that order,
+// which keeps it from holding a file's versions in memory).
 func (s *Service) exportHistory(tx *gorm.DB, e *encoder, f store.WorkspaceFile) error {
-	var last int64
+	var lastVer, last int64
 	for {
 		var rows []store.WorkspaceFileHistory
-		if err := tx.Where("file_id = ? AND id > ?", f.ID, last).Order("id").Limit(s.page).Find(&rows).Error; err != nil {
+		if err := tx.Where("file_id = ? AND (version > ? OR (version = ? AND id > ?))", f.ID, lastVer, lastVer, last).
+			Order("version, id").Limit(s.page).Find(&rows).Error; err != nil {
 			return fmt.Errorf("read history of %s of agent %d: %w", f.Filename, f.AgentID, err)
 		}
 		for _, r := range rows {
-			last = r.ID
+			lastVer, last = r.Version, r.ID
 			if err := e.write(KindHistory, History{Kind: KindHistory, Filename: f.Filename, Version: r.Version, Content: r.Content,
 				Enabled: r.Enabled, Action: r.Action, Actor: r.Actor, Ref: r.Ref, CreateTime: r.CreateTime}); err != nil {
 				return err

@@ -3,6 +3,7 @@ package bundle
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,13 @@ import (
 	"github.com/matememory/matememory/pkg/cronjob"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/workspace"
+)
+
+// Limits of a bundle an import accepts: the uniqueness checks keep one entry per file and
+// cron job, so these bound the validator's memory whatever the bundle claims.
+const (
+	MaxFiles    = 1_000_000
+	MaxCronJobs = 10_000
 )
 
 // maxLine bounds one line of a bundle: a file at the size limit with every byte escaped
@@ -107,14 +115,13 @@ type validator struct {
 	last     int // rank of the last record's kind
 	done     bool
 	file     *File // the last file record
-	versions map[int64]bool
-	names    map[string]bool // files
+	lastVer  int64                 // the last history version of the current file
+	names    map[[16]byte]struct{} // files, by a digest of the name: memory per file is fixed
 	crons    map[string]bool
-	runs     map[string]bool
 }
 
 func newValidator(s *Service) *validator {
-	return &validator{s: s, d: newDigests(), last: -1, names: map[string]bool{}, crons: map[string]bool{}, runs: map[string]bool{}}
+	return &validator{s: s, d: newDigests(), last: -1, names: map[[16]byte]struct{}{}, crons: map[string]bool{}}
 }
 
 func (v *validator) line(b []byte) error {
@@ -234,7 +241,7 @@ func (v *validator) record(kind string, b []byte) error {
 		if err := v.validFile(f); err != nil {
 			return fmt.Errorf("%s: %w", f.Filename, err)
 		}
-		v.file, v.versions = &f, map[int64]bool{}
+		v.file, v.lastVer = &f, 0
 		return nil
 	case KindHistory:
 		var h History
@@ -246,6 +253,9 @@ func (v *validator) record(kind string, b []byte) error {
 		var c Cron
 		if err := strict(b, &c); err != nil {
 			return err
+		}
+		if len(v.crons) >= MaxCronJobs {
+			return fmt.Errorf("more than %d cron jobs; no agent has that many", MaxCronJobs)
 		}
 		if v.crons[c.Name] {
 			return fmt.Errorf("a second cron job named %q", c.Name)
@@ -263,10 +273,6 @@ func (v *validator) record(kind string, b []byte) error {
 		if err := strict(b, &r); err != nil {
 			return err
 		}
-		if v.runs[r.RunID] {
-			return fmt.Errorf("a second run %q", r.RunID)
-		}
-		v.runs[r.RunID] = true
 		return validRun(r)
 	}
 	return nil
@@ -291,10 +297,15 @@ func (v *validator) validFile(f File) error {
 	if err := workspace.ValidateName(f.Filename); err != nil {
 		return err
 	}
-	if v.names[f.Filename] {
+	sum := sha256.Sum256([]byte(f.Filename))
+	key := [16]byte(sum[:16])
+	if _, dup := v.names[key]; dup {
 		return fmt.Errorf("a second file of that name")
 	}
-	v.names[f.Filename] = true
+	if len(v.names) >= MaxFiles {
+		return fmt.Errorf("more than %d files; this server imports at most that many per bundle", MaxFiles)
+	}
+	v.names[key] = struct{}{}
 	if len(f.Content) > v.s.maxBytes {
 		return fmt.Errorf("content is %d bytes; this server's file size limit (mate.memory.max-file-bytes) is %d", len(f.Content), v.s.maxBytes)
 	}
@@ -318,10 +329,10 @@ func (v *validator) validHistory(h History) error {
 	if h.Version < 1 || h.Version >= f.Version {
 		return fmt.Errorf("%s: history version %d; a previous version is 1 to %d", h.Filename, h.Version, f.Version-1)
 	}
-	if v.versions[h.Version] {
-		return fmt.Errorf("%s: a second history record of version %d", h.Filename, h.Version)
+	if h.Version <= v.lastVer {
+		return fmt.Errorf("%s: history version %d after version %d; a file's history comes oldest first, each version once", h.Filename, h.Version, v.lastVer)
 	}
-	v.versions[h.Version] = true
+	v.lastVer = h.Version
 	if len(h.Content) > v.s.maxBytes {
 		return fmt.Errorf("%s version %d: content is %d bytes; the limit is %d", h.Filename, h.Version, len(h.Content), v.s.maxBytes)
 	}
