@@ -114,7 +114,7 @@ type validator struct {
 	d        *digests
 	last     int // rank of the last record's kind
 	done     bool
-	file     *File // the last file record
+	file     *File                 // the last file record
 	lastVer  int64                 // the last history version of the current file
 	names    map[[16]byte]struct{} // files, by a digest of the name: memory per file is fixed
 	crons    map[string]bool
