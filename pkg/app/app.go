@@ -32,6 +32,7 @@ import (
 	"github.com/matememory/matememory/pkg/conversation"
 	"github.com/matememory/matememory/pkg/httpapi"
 	"github.com/matememory/matememory/pkg/internal/bundle"
+	"github.com/matememory/matememory/pkg/internal/erasure"
 	"github.com/matememory/matememory/pkg/internal/panics"
 	"github.com/matememory/matememory/pkg/llmhealth"
 	"github.com/matememory/matememory/pkg/mcpserver"
@@ -83,6 +84,8 @@ type App struct {
 	// Bundle exports and imports agents (API processes; nil on the others).
 	Bundle *bundle.Service
 	HTTP   *httpapi.Server
+	// Erasure erases agents (API processes).
+	Erasure *erasure.Service
 	// Recall searches agents' memory (API processes with mate.memory.search.enabled).
 	Recall *recall.Searcher
 	// MCPHub tells the MCP servers of the process about workspace changes (see mcp.go).
@@ -299,6 +302,9 @@ func (a *App) build(ctx context.Context) error {
 		if err := a.subscribeMCPChanges(); err != nil {
 			return err
 		}
+	}
+	if err := a.buildErasure(ctx); err != nil {
+		return err
 	}
 	if err := a.buildRecall(ctx); err != nil {
 		return err

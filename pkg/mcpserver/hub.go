@@ -122,3 +122,25 @@ func (h *Hub) Changed(_ context.Context, agentID int64, filename string, version
 
 // Drain waits for the change notifications on their way to s (Hub.Changed's goroutines).
 func (s *Server) Drain() { s.notifying.Wait() }
+
+// CloseAgent closes every MCP session of the agent's servers in this process (an erased
+// agent's sessions must not go on reading its memory) and says how many it closed.
+func (h *Hub) CloseAgent(agentID int64) int {
+	if h == nil {
+		return 0
+	}
+	h.mu.Lock()
+	var targets []*Server
+	for s := range h.servers[agentID] {
+		targets = append(targets, s)
+	}
+	h.mu.Unlock()
+	n := 0
+	for _, s := range targets {
+		for ss := range s.Sessions() {
+			_ = ss.Close()
+			n++
+		}
+	}
+	return n
+}

@@ -46,6 +46,13 @@ func Migrations() []Migration {
 			// The reconciler scans workspace files by update time (deletes set it too).
 			return tx.Exec("CREATE INDEX idx_ws_update_time ON mate_workspace_file (update_time)").Error
 		}},
+		{Version: 4, Name: "agent erasure tombstones", Up: func(tx *gorm.DB) error {
+			if err := withTableOptions(tx).Migrator().CreateTable(&AgentErasure{}); err != nil {
+				return err
+			}
+			// An erasure finds the embeddings only its agent's chunks use by their hash.
+			return tx.Exec("CREATE INDEX idx_rc_hash ON mate_recall_chunk (hash)").Error
+		}},
 	}
 }
 

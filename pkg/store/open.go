@@ -187,7 +187,9 @@ func sqliteDSN(dsn, sync string) (string, error) {
 		default:
 			return "", fmt.Errorf("sqlite synchronous mode %q is not supported; accepted: full, normal", sync)
 		}
-		add = append(add, "_pragma=busy_timeout(10000)", "_pragma=journal_mode(WAL)",
+		// secure_delete: a deleted row's bytes are overwritten with zeros, not left in a
+		// free page (an erasure must reach the bytes on disk).
+		add = append(add, "_pragma=busy_timeout(10000)", "_pragma=journal_mode(WAL)", "_pragma=secure_delete(1)",
 			"_pragma=synchronous("+strings.ToUpper(sync)+")")
 		addIfMissing("_txlock", "immediate")
 	}

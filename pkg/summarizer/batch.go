@@ -355,6 +355,12 @@ func (s *Service) cooldownResult(agentID int64, until time.Time) (Result, bool) 
 func (s *Service) ingest(ctx context.Context, ev *event.ConversationCompletedEvent) error {
 	now := s.d.Now().UTC()
 	return s.d.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// Checked again in the transaction that stores: an erasure that committed since
+		// the check at admission is seen here (and one that commits after this deletes
+		// what this stores).
+		if err := store.CheckNotErasedSince(ctx, tx, ev.AgentID, ev.OccurredAt); err != nil {
+			return err
+		}
 		if done, err := legacyIngested(tx, ev); err != nil || done {
 			return err
 		}

@@ -245,6 +245,13 @@ type Result struct {
 	// Deferral names why a job was deferred (cooldown, lease, messages, backlog).
 	Deferral     string
 	FilesChanged []string
+	// unrecorded: the outcome writes no ledger row (an erased agent's event).
+	unrecorded bool
+}
+
+// erasedResult is the outcome of an event of an agent erased after it happened.
+func erasedResult() Result {
+	return Result{Status: store.RunSkipped, Reason: "the agent was erased after this event; nothing of it is kept", Covered: true, unrecorded: true}
 }
 
 // Final reports whether the job is done with (not to be retried).
@@ -337,7 +344,7 @@ func (s *Service) Handle(parent context.Context, job Job) Result {
 			}
 			cancel()
 		}
-		if !cheapDeferral(res) {
+		if !cheapDeferral(res) && !res.unrecorded {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.set.DBTimeout)
 			defer cancel()
 			if _, err := s.d.Ledger.Record(rctx, a.run); err != nil {
@@ -422,8 +429,21 @@ func (s *Service) handle(ctx context.Context, job Job, a *attempt) (res Result) 
 		}
 	}
 	ev := job.Event
+	if ev != nil {
+		// An event from before the agent's erasure (in flight, delayed, redelivered or
+		// replayed) brings nothing back: acknowledged, nothing stored, no ledger row.
+		if err := store.CheckNotErasedSince(ctx, s.d.DB, job.AgentID, ev.OccurredAt); err != nil {
+			if errors.Is(err, store.ErrErased) {
+				return erasedResult()
+			}
+			return transient(fmt.Sprintf("read agent %d's erasure tombstone: %v", job.AgentID, err), job.Attempt, s)
+		}
+	}
 	if ev != nil && len(ev.Messages) > 0 {
 		if err := s.ingest(ctx, ev); err != nil {
+			if errors.Is(err, store.ErrErased) {
+				return erasedResult()
+			}
 			return transient(fmt.Sprintf("store the event's inline messages: %v", err), job.Attempt, s)
 		}
 	}

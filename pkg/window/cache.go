@@ -393,3 +393,9 @@ func (c *kvCache) holdAndCompute(ctx context.Context, ck, h string, rev uint64,
 	_ = c.kv.Delete(cctx, lockKey(ck, h), jetstream.LastRevision(rev))
 	return e, err
 }
+
+// CacheKeyPrefix is the prefix of every key the summary cache holds for one conversation of
+// an agent in a language ("<c>."): an erasure removes the keys under it.
+func CacheKeyPrefix(agentID int64, conversationID, lang string) string {
+	return conversationKey(agentID, conversationID, lang) + "."
+}

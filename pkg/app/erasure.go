@@ -1,0 +1,83 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/matememory/matememory/pkg/bus"
+	"github.com/matememory/matememory/pkg/config"
+	"github.com/matememory/matememory/pkg/internal/erasure"
+	"github.com/matememory/matememory/pkg/lease"
+	"github.com/matememory/matememory/pkg/rest"
+)
+
+// buildErasure mounts the agent erasure (API processes): it holds the agent's lease while it
+// deletes, so it binds to the lease bucket the workers share.
+func (a *App) buildErasure(ctx context.Context) error {
+	if !a.Has(TargetAPI) {
+		return nil
+	}
+	m := a.Cfg.Mate
+	leases, err := lease.Bucket(ctx, a.JS, bus.BucketLease, config.Seconds(m.Memory.LeaseTTLSeconds), m.NATS.Replicas, owner("erasure"))
+	if err != nil {
+		return err
+	}
+	a.Erasure = erasure.New(erasure.Deps{DB: a.DB, JS: a.JS, Leases: leases, CloseSessions: a.MCPHub.CloseAgent, Log: a.Log, Now: a.Now})
+	rest.RegisterErasure(a.HTTP, a.Erasure)
+	return nil
+}
+
+// eraseAgent is `api erase --agent N --confirm N`: the erasure of DELETE
+// /api/v1/agents/{agentId}?erase=true, run against the configured database and NATS. It
+// prints the receipt as JSON.
+func eraseAgent(ctx context.Context, cfg config.Config, log *slog.Logger, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("erase", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	agent := fs.Int64("agent", 0, "the agent id to erase")
+	confirm := fs.Int64("confirm", 0, "the agent id again, to confirm")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: api erase --agent N --confirm N")
+		fmt.Fprintln(stderr, "Erases every trace of the agent from the database, the KV buckets and the streams; prints the receipt. Irreversible.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return helpCode(err)
+	}
+	if *agent <= 0 {
+		fmt.Fprintln(stderr, "erase: --agent must be a positive agent id")
+		return 2
+	}
+	if *confirm != *agent {
+		fmt.Fprintf(stderr, "erase: --confirm must repeat the agent id (%d) to erase it\n", *agent)
+		return 2
+	}
+	if cfg.Mate.NATS.URL == "" {
+		fmt.Fprintf(stderr, "note: no mate.nats.url: erasing from the embedded store under %s/nats; stop a running all-in-one process first, or point MATE_NATS_URL at its embedded-listen address\n", cfg.Mate.DataDir)
+	}
+	ctx = bus.WithProvisionRetry(ctx, bus.ProvisionRetry{Log: log})
+	a, err := New(ctx, Options{Targets: []string{replayTarget}, Config: cfg, Log: log})
+	if err != nil {
+		fmt.Fprintln(stderr, "erase:", err)
+		return 1
+	}
+	defer a.Close()
+	m := cfg.Mate
+	leases, err := lease.Bucket(ctx, a.JS, bus.BucketLease, config.Seconds(m.Memory.LeaseTTLSeconds), m.NATS.Replicas, owner("erasure"))
+	if err != nil {
+		fmt.Fprintln(stderr, "erase:", err)
+		return 1
+	}
+	r, err := erasure.New(erasure.Deps{DB: a.DB, JS: a.JS, Leases: leases, Log: log, Now: a.Now}).EraseAgent(ctx, *agent, "cli")
+	if err != nil {
+		fmt.Fprintln(stderr, "erase:", err)
+		return 1
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(r)
+	return 0
+}
