@@ -15,6 +15,7 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"gorm.io/gorm"
 
 	"github.com/matememory/matememory/pkg/bus"
 	"github.com/matememory/matememory/pkg/event"
@@ -40,6 +41,9 @@ type API struct {
 	Tracing tracing.Messaging
 	// Pending reads an agent's pending work (GET /api/v1/agents/{agentId}/pending).
 	Pending *PendingReader
+	// DB, when set, is read for the agents' erasure tombstones: an event that happened before
+	// its agent was erased is refused at intake, so it is never stored on the stream.
+	DB *gorm.DB
 }
 
 // RegisterRoutes adds the event intake, the spec's manual summarize path, the run ledger
@@ -88,6 +92,14 @@ func (api API) publishCompleted(ctx context.Context, in *publishInput) (*httpapi
 	}
 	if err := httpapi.Act(ctx, e.AgentID); err != nil {
 		return nil, err
+	}
+	if api.DB != nil {
+		if err := store.CheckNotErasedSince(ctx, api.DB, e.AgentID, e.OccurredAt); errors.Is(err, store.ErrErased) {
+			return nil, httpapi.Errorf(http.StatusConflict, "agent %d was erased after this event occurred (%s); events from before an erasure are refused, send events that occur after it",
+				e.AgentID, e.OccurredAt.UTC().Format(time.RFC3339))
+		} else if err != nil {
+			return nil, err
+		}
 	}
 	ack, err := api.Publisher.PublishCompleted(ctx, &e)
 	if err != nil {
