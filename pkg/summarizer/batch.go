@@ -77,22 +77,26 @@ func (b batch) conversations() []string {
 
 // convStats counts a conversation's stored messages, returns its last message id, and its
 // watermark (registered is false when the conversation has none yet), in one statement.
-func (s *Service) convStats(ctx context.Context, agentID int64, conv string) (count, last, wm int64, registered bool, err error) {
+func (s *Service) convStats(ctx context.Context, agentID int64, conv string) (count, last, wm int64, registered bool, erased *time.Time, err error) {
 	var row struct {
-		N    int64
-		Last *int64
-		WM   *int64
+		N      int64
+		Last   *int64
+		WM     *int64
+		Erased *time.Time
 	}
+	// The agent's erasure tombstone comes with the same statement: no extra round trip per
+	// event to refuse one from before an erasure.
 	err = s.d.DB.WithContext(ctx).Raw("SELECT COUNT(*) AS n, MAX(id) AS last, "+
-		"(SELECT w.last_message_id FROM mate_extraction_watermark AS w WHERE w.agent_id = ? AND w.conversation_id = ?) AS wm "+
-		"FROM mate_message WHERE agent_id = ? AND conversation_id = ?", agentID, conv, agentID, conv).Scan(&row).Error
+		"(SELECT w.last_message_id FROM mate_extraction_watermark AS w WHERE w.agent_id = ? AND w.conversation_id = ?) AS wm, "+
+		"(SELECT e.erased_at FROM mate_agent_erasure AS e WHERE e.agent_id = ?) AS erased "+
+		"FROM mate_message WHERE agent_id = ? AND conversation_id = ?", agentID, conv, agentID, agentID, conv).Scan(&row).Error
 	if row.Last != nil {
 		last = *row.Last
 	}
 	if row.WM != nil {
 		wm, registered = *row.WM, true
 	}
-	return row.N, last, wm, registered, err
+	return row.N, last, wm, registered, row.Erased, err
 }
 
 // register makes the conversation take part in extraction (a watermark row at message 0),

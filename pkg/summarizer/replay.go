@@ -200,7 +200,7 @@ func (s *Service) Plan(ctx context.Context, job Job) (status, reason string) {
 			return store.RunSkipped, r
 		}
 	}
-	count, last, wm, _, err := s.convStats(ctx, job.AgentID, job.ConversationID)
+	count, last, wm, _, _, err := s.convStats(ctx, job.AgentID, job.ConversationID)
 	if err != nil {
 		return store.RunFailed, err.Error()
 	}

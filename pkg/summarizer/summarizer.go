@@ -429,16 +429,6 @@ func (s *Service) handle(ctx context.Context, job Job, a *attempt) (res Result) 
 		}
 	}
 	ev := job.Event
-	if ev != nil {
-		// An event from before the agent's erasure (in flight, delayed, redelivered or
-		// replayed) brings nothing back: acknowledged, nothing stored, no ledger row.
-		if err := store.CheckNotErasedSince(ctx, s.d.DB, job.AgentID, ev.OccurredAt); err != nil {
-			if errors.Is(err, store.ErrErased) {
-				return erasedResult()
-			}
-			return transient(fmt.Sprintf("read agent %d's erasure tombstone: %v", job.AgentID, err), job.Attempt, s)
-		}
-	}
 	if ev != nil && len(ev.Messages) > 0 {
 		if err := s.ingest(ctx, ev); err != nil {
 			if errors.Is(err, store.ErrErased) {
@@ -468,9 +458,15 @@ func (s *Service) handle(ctx context.Context, job Job, a *attempt) (res Result) 
 			recc <- stateRead{st, err}
 		}()
 	}
-	count, last, wm, registered, err := s.convStats(ctx, job.AgentID, job.ConversationID)
+	count, last, wm, registered, erased, err := s.convStats(ctx, job.AgentID, job.ConversationID)
 	if err != nil {
 		return transient(fmt.Sprintf("count messages of conversation %s: %v", job.ConversationID, err), job.Attempt, s)
+	}
+	if ev != nil && erased != nil && !ev.OccurredAt.After(*erased) {
+		// An event from before the agent's erasure (in flight, delayed, redelivered or
+		// replayed) brings nothing back: acknowledged, nothing stored, no ledger row. (Its
+		// inline messages were refused by the same check in ingest's transaction.)
+		return erasedResult()
 	}
 	min := int64(s.set.Memory.MinMessagesForSummarize)
 	if count < min || count == 0 {
