@@ -37,6 +37,9 @@ func (a *App) buildConsole() error {
 	if a.parts.cron != nil {
 		d.Cron = a.parts.cron
 	}
+	if a.Erasure != nil {
+		d.Erase = a.Erasure
+	}
 	if a.parts.emergence != nil {
 		d.Emergence = a.parts.emergence
 	}

@@ -92,8 +92,12 @@ func run(t *testing.T, ctx context.Context, what string, steps ...chromedp.Actio
 	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := chromedp.Do(tctx, steps...); err != nil {
-		loc, _ := chromedp.Run(ctx, chromedp.Location())
-		body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("main")))
+		// The page may have no <main> (a plain error answer): the diagnostics get their own
+		// deadline rather than waiting for one forever.
+		dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+		defer dcancel()
+		loc, _ := chromedp.Run(dctx, chromedp.Location())
+		body, _ := chromedp.Run(dctx, chromedp.Text(chromedp.CSS("body")))
 		t.Fatalf("%s: %v (at %s: %.600s)", what, err, loc, body)
 	}
 }

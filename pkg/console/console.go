@@ -77,6 +77,8 @@ type Deps struct {
 	Pending   Pending
 	// Export downloads an agent's bundle (nil hides the link).
 	Export Exporter
+	// Erase erases agents (nil: the erase page says it is not available).
+	Erase Eraser
 	// Language is mate.language: the console's default language.
 	Language string
 	// ManualWait bounds how long a manual button waits for its outcome (default 20 s).
@@ -140,6 +142,8 @@ func (c *Console) routes() {
 	c.handle("GET "+Prefix+"/agents/{agentId}/file/history", c.historyPage)
 	c.handle("GET "+Prefix+"/agents/{agentId}/file/rollback", c.rollbackConfirm)
 	c.handle("POST "+Prefix+"/agents/{agentId}/file/rollback", c.rollback)
+	c.handle("GET "+Prefix+"/agents/{agentId}/erase", c.erasePage)
+	c.handle("POST "+Prefix+"/agents/{agentId}/erase", c.erase)
 	c.handle("GET "+Prefix+"/agents/{agentId}/prompt", c.promptPage)
 	c.handle("POST "+Prefix+"/agents/{agentId}/prompt", c.contextPreview)
 	c.handle("GET "+Prefix+"/agents/{agentId}/search", c.searchPage)

@@ -24,7 +24,7 @@ type pages struct {
 }
 
 var pageNames = []string{"signin", "error", "agents", "agent", "file", "conflict", "history", "rollback",
-	"prompt", "search", "runs", "cron", "cronedit", "ops", "outcome", "fires", "confirm"}
+	"prompt", "search", "runs", "cron", "cronedit", "ops", "outcome", "fires", "confirm", "erase"}
 
 func loadPages() (*pages, error) {
 	p := &pages{sets: map[string]*template.Template{},
