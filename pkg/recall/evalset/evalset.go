@@ -34,7 +34,13 @@ type Gold struct {
 type Query struct {
 	Query string `json:"query"`
 	Kind  string `json:"kind"`
-	Gold  []Gold `json:"gold"`
+	// Gold are the chunks that answer it; none means memory has no answer (no hits wanted).
+	Gold []Gold `json:"gold"`
+	// Stale are chunks the gold supersedes (an older note, a core file's to-do line): the
+	// gold should rank above them.
+	Stale []Gold `json:"stale,omitempty"`
+	// Origin names the extension that added the query ("" = the original set).
+	Origin string `json:"origin,omitempty"`
 }
 
 // Set is an evaluation set.
@@ -93,17 +99,30 @@ type Metrics struct {
 	RecallAtK float64
 	MRR       float64
 	K         int
-	// ByKind is recall@k per query kind, MRRByKind the MRR.
-	ByKind, MRRByKind map[string]float64
+	// ByKind is recall@k per query kind, MRRByKind the MRR, At1ByKind recall@1.
+	ByKind, MRRByKind, At1ByKind map[string]float64
+	// Existing is recall@k over the original set's queries (Origin ""), OrigQueries their count.
+	Existing    float64
+	OrigQueries int
+	// NewerFirst is, per kind, the share of queries with stale chunks whose gold is found and
+	// ranks above every stale chunk; Stale counts those queries.
+	NewerFirst map[string]float64
+	Stale      map[string]int
+	// NoHits is, per kind, the share of queries without gold answered with no hits.
+	NoHits map[string]float64
+	// PerKind counts the queries of each kind; NoGold marks the kinds without gold.
+	PerKind map[string]int
+	NoGold  map[string]bool
 	// Degraded counts searches answered lexically because the embedding endpoint failed.
 	Degraded int
 }
 
 // Evaluate runs every query (top 10) and scores recall@k (a gold chunk among the first k
-// hits) and MRR (1 / rank of the first gold hit, 0 beyond 10).
+// hits), MRR (1 / rank of the first gold hit, 0 beyond 10), for queries with stale chunks
+// whether the gold ranks first of them, and for queries without gold whether nothing is hit.
 func Evaluate(ctx context.Context, se *recall.Searcher, agentID int64, s Set, name string, k int) (Metrics, error) {
-	m := Metrics{Name: name, K: k, ByKind: map[string]float64{}, MRRByKind: map[string]float64{}}
-	perKind := map[string]int{}
+	m := Metrics{Name: name, K: k, ByKind: map[string]float64{}, MRRByKind: map[string]float64{}, At1ByKind: map[string]float64{},
+		NewerFirst: map[string]float64{}, Stale: map[string]int{}, NoHits: map[string]float64{}, PerKind: map[string]int{}, NoGold: map[string]bool{}}
 	for _, q := range s.Queries {
 		res, err := se.Search(ctx, agentID, recall.Query{Text: q.Query, MaxResults: 10})
 		if err != nil {
@@ -112,27 +131,65 @@ func Evaluate(ctx context.Context, se *recall.Searcher, agentID int64, s Set, na
 		if res.Degraded {
 			m.Degraded++
 		}
+		m.PerKind[q.Kind]++
+		if len(q.Gold) == 0 {
+			m.NoGold[q.Kind] = true
+			if len(res.Hits) == 0 {
+				m.NoHits[q.Kind]++
+			}
+			continue
+		}
 		m.Queries++
-		perKind[q.Kind]++
+		if q.Origin == "" {
+			m.OrigQueries++
+		}
+		goldRank, staleRank := -1, -1
 		for rank, h := range res.Hits {
-			if !isGold(h, q.Gold) {
-				continue
+			if goldRank < 0 && isGold(h, q.Gold) {
+				goldRank = rank
 			}
-			m.MRR += 1 / float64(rank+1)
-			m.MRRByKind[q.Kind] += 1 / float64(rank+1)
-			if rank < k {
-				m.RecallAtK++
-				m.ByKind[q.Kind]++
+			if staleRank < 0 && isGold(h, q.Stale) {
+				staleRank = rank
 			}
-			break
+		}
+		if len(q.Stale) > 0 {
+			m.Stale[q.Kind]++
+			if goldRank >= 0 && (staleRank < 0 || goldRank < staleRank) {
+				m.NewerFirst[q.Kind]++
+			}
+		}
+		if goldRank < 0 {
+			continue
+		}
+		m.MRR += 1 / float64(goldRank+1)
+		m.MRRByKind[q.Kind] += 1 / float64(goldRank+1)
+		if goldRank == 0 {
+			m.At1ByKind[q.Kind]++
+		}
+		if goldRank < k {
+			m.RecallAtK++
+			m.ByKind[q.Kind]++
+			if q.Origin == "" {
+				m.Existing++
+			}
 		}
 	}
-	for kind, n := range perKind {
+	for kind, n := range m.PerKind {
 		m.ByKind[kind] /= float64(n)
 		m.MRRByKind[kind] /= float64(n)
+		m.At1ByKind[kind] /= float64(n)
+		m.NoHits[kind] /= float64(n)
+		if st := m.Stale[kind]; st > 0 {
+			m.NewerFirst[kind] /= float64(st)
+		}
 	}
-	m.RecallAtK /= float64(m.Queries)
-	m.MRR /= float64(m.Queries)
+	if m.Queries > 0 {
+		m.RecallAtK /= float64(m.Queries)
+		m.MRR /= float64(m.Queries)
+	}
+	if m.OrigQueries > 0 {
+		m.Existing /= float64(m.OrigQueries)
+	}
 	return m, nil
 }
 
@@ -146,7 +203,8 @@ func isGold(h recall.Hit, gold []Gold) bool {
 }
 
 // Configurations compared by the evaluation: BM25 alone, cosine alone, BM25 with the
-// exact-identifier boost (the lexical mode of the service), and the full hybrid.
+// exact-identifier boost, the service's lexical mode (its defaults without an embedding
+// endpoint) and the full hybrid.
 func Configurations(base recall.Settings) map[string]recall.Settings {
 	lex := base
 	lex.VectorWeight, lex.TextWeight, lex.HalfLifeDays, lex.MMRLambda, lex.ExactBoost = 0, 1, -1, 1, -1
@@ -154,7 +212,7 @@ func Configurations(base recall.Settings) map[string]recall.Settings {
 	vec.VectorWeight, vec.TextWeight, vec.HalfLifeDays, vec.MMRLambda, vec.ExactBoost = 1, 0, -1, 1, -1
 	lexBoost := lex
 	lexBoost.ExactBoost = 0
-	return map[string]recall.Settings{Lexical: lex, Vector: vec, LexicalBoost: lexBoost, Hybrid: base}
+	return map[string]recall.Settings{Lexical: lex, Vector: vec, LexicalBoost: lexBoost, Service: base, Hybrid: base}
 }
 
 // Names of the configurations.
@@ -162,20 +220,22 @@ const (
 	Lexical      = "lexical (BM25 only)"
 	Vector       = "vector (cosine only)"
 	LexicalBoost = "lexical + exact-identifier boost"
-	Hybrid       = "hybrid 0.7/0.3 + boost + decay + MMR"
+	Service      = "service lexical mode (defaults, no embedder)"
+	Hybrid       = "hybrid (defaults)"
 )
 
 // Order is the order rows are printed in.
-var Order = []string{Lexical, Vector, LexicalBoost, Hybrid}
+var Order = []string{Lexical, Vector, LexicalBoost, Service, Hybrid}
 
 // UsesVectors reports whether a configuration needs the embedder.
 func UsesVectors(name string) bool { return name == Vector || name == Hybrid }
 
-// Print writes a Markdown table of results.
+// Print writes Markdown tables of results: recall@k per kind, then the goals of the kinds
+// that have one (newer first, no hits, recall@1).
 func Print(w io.Writer, ms []Metrics) {
 	kinds := map[string]bool{}
 	for _, m := range ms {
-		for k := range m.ByKind {
+		for k := range m.PerKind {
 			kinds[k] = true
 		}
 	}
@@ -184,8 +244,8 @@ func Print(w io.Writer, ms []Metrics) {
 		ks = append(ks, k)
 	}
 	sort.Strings(ks)
-	fmt.Fprintln(w, "(per-kind columns: recall@k of that kind of query)")
-	fmt.Fprintf(w, "| configuration | queries | recall@%d | MRR@10 | MRR superseded |", ms[0].K)
+	fmt.Fprintln(w, "(per-kind columns: recall@k of that kind of query; no-answer and small-talk: share answered with no hits)")
+	fmt.Fprintf(w, "| configuration | queries | recall@%d | original set recall@%d | MRR@10 |", ms[0].K, ms[0].K)
 	for _, k := range ks {
 		fmt.Fprintf(w, " %s |", k)
 	}
@@ -196,10 +256,21 @@ func Print(w io.Writer, ms []Metrics) {
 	}
 	fmt.Fprintln(w)
 	for _, m := range ms {
-		fmt.Fprintf(w, "| %s | %d | %.3f | %.3f | %.3f |", m.Name, m.Queries, m.RecallAtK, m.MRR, m.MRRByKind["superseded"])
+		fmt.Fprintf(w, "| %s | %d | %.3f | %.3f | %.3f |", m.Name, m.Queries, m.RecallAtK, m.Existing, m.MRR)
 		for _, k := range ks {
-			fmt.Fprintf(w, " %.2f |", m.ByKind[k])
+			v := m.ByKind[k]
+			if m.NoGold[k] {
+				v = m.NoHits[k]
+			}
+			fmt.Fprintf(w, " %.2f |", v)
 		}
 		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| configuration | superseded: newer first | superseded MRR | restated: changed note in top 5 | core-vs-dated: note above core file | core-vs-dated recall@1 | no-answer: no hits | small-talk: no hits |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- |")
+	for _, m := range ms {
+		fmt.Fprintf(w, "| %s | %.2f | %.3f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", m.Name, m.NewerFirst["superseded"], m.MRRByKind["superseded"],
+			m.ByKind["restated"], m.NewerFirst["core-vs-dated"], m.At1ByKind["core-vs-dated"], m.NoHits["no-answer"], m.NoHits["small-talk"])
 	}
 }

@@ -15,8 +15,13 @@ queries = []
 def note(day, para):
     notes.setdefault(f"memory/{day.isoformat()}.md", []).append(para)
 
-def q(text, gold_file, marker, kind):
-    queries.append({"query": text, "kind": kind, "gold": [{"file": gold_file, "contains": marker}]})
+def q(text, gold_file, marker, kind, stale=None, origin=None):
+    e = {"query": text, "kind": kind, "gold": [{"file": gold_file, "contains": marker}] if gold_file else []}
+    if stale:
+        e["stale"] = [{"file": f, "contains": m} for f, m in stale]
+    if origin:
+        e["origin"] = origin
+    queries.append(e)
 
 fillers_en = ["Reviewed two pull requests and answered email.", "Quiet day; mostly reading documentation.",
               "Weekly sync with the team went fine, nothing notable.", "Cleaned up the backlog and closed stale tickets.",
@@ -117,7 +122,7 @@ for old, new, query, marker in superseded:
     d1, d2 = pick_day(0, 40), pick_day(100, len(days) - 1)
     note(d1, old)
     note(d2, new)
-    q(query, f"memory/{d2.isoformat()}.md", marker, "superseded")
+    q(query, f"memory/{d2.isoformat()}.md", marker, "superseded", stale=[(f"memory/{d1.isoformat()}.md", old)])
 
 # 7. Paraphrases (no shared words with the note: hard for BM25, and for the test embedder)
 paraphrases = [
@@ -159,6 +164,8 @@ q("部署命令", "MEMORY.md", "make deploy ENV=prod", "zh")
 q("where does the user work", "MEMORY.md", "Northwind Labs", "keyword")
 q("周末工作消息", "MEMORY.md", "周末不看工作消息", "zh")
 q("Sam Rivera lives", "PROFILE.md", "Shenzhen", "keyword")
+
+exec(open(__import__("os").path.join(__import__("os").path.dirname(__file__), "gen_issue19.py")).read())
 
 for name, paras in sorted(notes.items()):
     if name.startswith("memory/conversations/") or name.startswith("memory/projects/"):
