@@ -30,6 +30,16 @@ type Settings struct {
 	ExactBoost float64
 	// MinScore drops hits whose relevance (before decay) is below it.
 	MinScore float64
+	// MinCoverage is the relevance floor: a chunk is a hit only when it holds at least this
+	// IDF-weighted share of the query's words (0–1), or its cosine reaches MinCosine.
+	// Negative = no floor.
+	MinCoverage float64
+	// MinCosine lets a chunk below MinCoverage be a hit on its cosine alone (0 = never):
+	// cosines depend on the model, so calibrate it with `api eval` against the endpoint.
+	MinCosine float64
+	// NoSupersede turns supersession off: by default a dated note ranks below a newer dated
+	// note that matches the same words of the query.
+	NoSupersede bool
 	// DefaultResults and MaxResults bound maxResults.
 	DefaultResults, MaxResults int
 	// MaxQueryBytes bounds a query.
@@ -42,10 +52,13 @@ type Settings struct {
 	SnippetBytes int
 }
 
+// DefaultMinCoverage is the relevance floor calibrated on the evaluation set (docs/recall.md).
+const DefaultMinCoverage = 0.6
+
 // Defaults are the documented defaults.
 func Defaults() Settings {
 	return Settings{ChunkTokens: 400, OverlapTokens: 60, VectorWeight: 0.7, TextWeight: 0.3,
-		HalfLifeDays: 30, DecayFloor: 0.8, MMRLambda: 0.9, ExactBoost: 0.5, MinScore: 0.1, DefaultResults: 6, MaxResults: 50,
+		HalfLifeDays: 30, DecayFloor: 0.8, MMRLambda: 0.9, ExactBoost: 0.5, MinScore: 0.1, MinCoverage: DefaultMinCoverage, MinCosine: 0.8, DefaultResults: 6, MaxResults: 50,
 		MaxQueryBytes: 2000, CacheBytes: 256 << 20, ReconcileInterval: 30 * time.Second, SnippetBytes: 700}
 }
 
@@ -71,6 +84,12 @@ func (s Settings) withDefaults() Settings {
 	}
 	if s.MMRLambda <= 0 || s.MMRLambda > 1 {
 		s.MMRLambda = d.MMRLambda
+	}
+	if s.MinCoverage == 0 {
+		s.MinCoverage = d.MinCoverage
+	}
+	if s.MinCosine == 0 {
+		s.MinCosine = d.MinCosine
 	}
 	if s.DefaultResults <= 0 {
 		s.DefaultResults = d.DefaultResults

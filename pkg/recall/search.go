@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -54,7 +55,26 @@ type Hit struct {
 	// Exact is the share of the query's identifiers (tokens with digits, '-', '.', '_', '@'
 	// or '/', such as ORD-2026-0042 or db-prod-03.corp) found verbatim in the chunk.
 	Exact float64 `json:"exact,omitempty"`
+	// Coverage is the IDF-weighted share of the query's words (CJK: characters) the chunk
+	// holds: the relevance floor compares it with min-coverage.
+	Coverage float64 `json:"coverage"`
+	// SupersededBy names a newer dated note that matches the same words of the query: it
+	// ranks above this one and is likely what holds now.
+	SupersededBy string `json:"supersededBy,omitempty"`
+	// Stated says on how many days this fact was written down (it and its restatements,
+	// folded into this hit), and the latest of them; absent when only once.
+	Stated *Stated `json:"stated,omitempty"`
 }
+
+// Stated is how often a fact was restated.
+type Stated struct {
+	Days   int    `json:"days"`
+	Latest string `json:"latest"`
+	// Files are the other files that state it (at most maxStatedFiles), newest first.
+	Files []string `json:"files,omitempty"`
+}
+
+const maxStatedFiles = 10
 
 // Modes of a result.
 const (
@@ -189,17 +209,15 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 		res.Mode = ModeHybrid
 	}
 
-	lex := ai.bm25.Score(s.an.Terms(q.Text))
-	sinceDay, untilDay := day(q.Since), day(q.Until)
-	type cand struct {
-		c               *cachedChunk
-		lex, vec, decay float64
-		exact           float64
-		score           float64
+	lq := s.an.Query(q.Text)
+	if lq.Empty() {
+		res.Notice = "nothing to search for: the query has only stop words, punctuation or question words"
+		return res, nil
 	}
+	m := ai.bm25.Search(lq)
+	sinceDay, untilDay := day(q.Since), day(q.Until)
 	wv, wt := s.set.VectorWeight, s.set.TextWeight
 	cands := make([]cand, 0, 256)
-	maxLex := 0.0
 	for k := range ai.chunks {
 		c := &ai.chunks[k]
 		if q.FilenamePrefix != "" && !strings.HasPrefix(c.filename, q.FilenamePrefix) {
@@ -212,31 +230,40 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 			continue
 		}
 		res.Searched++
-		l := lex[c.ix]
+		l := m.Score[c.ix]
 		var v float64
 		if qvec != nil && len(c.vec) == len(qvec) {
 			v = math.Max(0, float64(embed.Dot(qvec, c.vec)))
 		}
-		// Without a lexical match a chunk scores at most its weighted cosine: skip it early
-		// when that cannot reach the minimum score.
-		if l == 0 && (v == 0 || v*wv/(wv+wt) < s.set.MinScore) {
+		// The relevance floor: enough of the query's (IDF-weighted) words, or a cosine that
+		// clears its own bar. Scores are absolute, so "nothing relevant" is an answer.
+		cov := 0.0
+		if l > 0 {
+			cov = m.Coverage(c.ix)
+		}
+		byVec := s.set.MinCosine > 0 && v >= s.set.MinCosine
+		if cov < s.set.MinCoverage && !byVec {
 			continue
 		}
-		maxLex = math.Max(maxLex, l)
-		cands = append(cands, cand{c: c, lex: l, vec: v})
+		// The lexical score is BM25 against the query's own weight, times the share of the
+		// query held: a long chunk repeating one common word does not outrank one holding
+		// the whole question.
+		cands = append(cands, cand{c: c, lex: cov * l / m.Weight, vec: v, cov: cov})
+	}
+	if len(cands) == 0 {
+		res.Notice = "nothing in memory is relevant to this query (no chunk holds enough of its words)"
+		return res, nil
 	}
 	idents := identifiers(q.Text)
-	for k := range cands {
-		cd := &cands[k]
-		if maxLex > 0 {
-			cd.lex /= maxLex
-		}
-		// A chunk containing an identifier verbatim contains all its parts, so it scores
-		// high lexically: only those are scanned.
-		if len(idents) > 0 && cd.lex >= 0.3 {
+	kept := cands[:0]
+	now := s.now()
+	for _, cd := range cands {
+		// A chunk containing an identifier verbatim contains all its parts: only those that
+		// match lexically are scanned.
+		if len(idents) > 0 && cd.cov > 0 {
 			low := strings.ToLower(cd.c.text)
 			for _, id := range idents {
-				if strings.Contains(low, id) {
+				if containsIdent(low, id) {
 					cd.exact += 1 / float64(len(idents))
 				}
 			}
@@ -248,17 +275,13 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 		default:
 			cd.score = (wv*cd.vec + wt*cd.lex) / (wv + wt)
 		}
+		if cd.score < s.set.MinScore {
+			continue
+		}
 		// An identifier the user typed, found verbatim, outranks chunks that merely share
 		// its parts (stage, corp, 22) or resemble it semantically.
 		if s.set.ExactBoost > 0 {
 			cd.score += s.set.ExactBoost * cd.exact
-		}
-	}
-	now := s.now()
-	kept := cands[:0]
-	for _, cd := range cands {
-		if cd.score < s.set.MinScore {
-			continue
 		}
 		cd.decay = 1
 		if cd.c.dated && s.set.HalfLifeDays > 0 {
@@ -271,29 +294,134 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 		kept = append(kept, cd)
 	}
 	cands = kept
-	sort.Slice(cands, func(a, b int) bool {
+	byScore(cands)
+	if pool := 8 * q.MaxResults; len(cands) > pool {
+		cands = cands[:pool]
+	}
+	if !s.set.NoSupersede {
+		supersede(cands, m)
+		byScore(cands)
+	}
+	if pool := 4 * q.MaxResults; len(cands) > pool {
+		cands = cands[:pool]
+	}
+	order := s.diversify(cands, lq, qvec != nil, q.MaxResults)
+	for _, k := range order {
+		cd := cands[k]
+		src := "file"
+		if IsConversation(cd.c.filename) {
+			src = "conversation"
+		}
+		h := Hit{Source: src, Filename: cd.c.filename, StartLine: cd.c.startLine, EndLine: cd.c.end,
+			Heading: cd.c.heading, Snippet: snippet(cd.c.text, s.set.SnippetBytes), Date: cd.c.date.Format(time.DateOnly),
+			Dated: cd.c.dated, FileVersion: cd.c.fileVersion, Score: round(cd.score), Lexical: round(cd.lex),
+			Vector: round(cd.vec), Decay: round(cd.decay), Exact: round(cd.exact), Coverage: round(cd.cov)}
+		if cd.by != nil {
+			h.SupersededBy = cd.by.filename
+		}
+		if len(cd.stated) > 1 {
+			h.Stated = &Stated{Days: len(cd.stated), Latest: latest(cd.stated)}
+			for _, o := range cd.others {
+				if len(h.Stated.Files) < maxStatedFiles {
+					h.Stated.Files = append(h.Stated.Files, o.filename)
+				}
+			}
+		}
+		res.Hits = append(res.Hits, h)
+	}
+	return res, nil
+}
+
+// cand is a chunk being ranked.
+type cand struct {
+	c               *cachedChunk
+	lex, vec, decay float64
+	cov, exact      float64
+	score           float64
+	// by is the newer candidate that supersedes this one.
+	by *cachedChunk
+	// stated are the days the hit's fact was written on (it and its restatements), others
+	// the restatements folded into it.
+	stated map[string]bool
+	others []*cachedChunk
+}
+
+// fold counts candidate o as a restatement of hit j.
+func fold(cands []cand, j, o int) {
+	cands[j].stated[cands[o].c.date.Format(time.DateOnly)] = true
+	cands[j].others = append(cands[j].others, cands[o].c)
+}
+
+func byScore(cands []cand) {
+	sort.SliceStable(cands, func(a, b int) bool {
 		if cands[a].score != cands[b].score {
 			return cands[a].score > cands[b].score
 		}
 		return cands[a].c.ix < cands[b].c.ix
 	})
-	if pool := 4 * q.MaxResults; len(cands) > pool {
-		cands = cands[:pool]
-	}
+}
 
-	// MMR: take the best, then each time the candidate whose relevance minus its similarity
-	// to what is already taken is highest, so near-duplicates (an overlap, a fact repeated
-	// across daily notes) do not crowd out other hits.
-	var terms [][]string
-	if qvec == nil {
-		terms = make([][]string, len(cands))
-		for k, cd := range cands {
-			terms[k] = s.an.Terms(cd.c.text)
+// supersede ranks a dated note below a newer dated note that holds the same specific words
+// of the query (lexical.Match.SameSubject):
+// both are about what was asked, and the later one is what holds now (an update, a
+// correction, a restatement). Like an invalidated edge in a temporal graph, the older note
+// stays findable, just below the one that replaced it, and says which. Notes that do not
+// share the query's words with a newer one (evergreen facts) are left as they are.
+func supersede(cands []cand, m lexical.Match) {
+	idx := make([]int, 0, len(cands))
+	for k := range cands {
+		if cands[k].c.dated && cands[k].cov > 0 {
+			idx = append(idx, k)
 		}
 	}
+	// Newest first, so a chain (a < b < c) settles in one pass.
+	sort.SliceStable(idx, func(a, b int) bool { return cands[idx[a]].c.date.After(cands[idx[b]].c.date) })
+	for x, ka := range idx {
+		a := &cands[ka]
+		for _, kb := range idx[:x] {
+			b := &cands[kb]
+			if !day(b.c.date).After(day(a.c.date)) || b.c.filename == a.c.filename {
+				continue
+			}
+			if !m.SameSubject(b.c.ix, a.c.ix) {
+				continue
+			}
+			if below := b.score * 0.98; a.score > below {
+				a.score, a.by = below, b.c
+			} else if a.by == nil {
+				a.by = b.c
+			}
+		}
+	}
+}
+
+func latest(days map[string]bool) string {
+	l := ""
+	for d := range days {
+		if d > l {
+			l = d
+		}
+	}
+	return l
+}
+
+// restatementJaccard is how alike two facts' terms must be to count as one fact stated
+// twice: a changed number or name keeps two statements apart.
+const restatementJaccard = 0.9
+
+// diversify picks up to n hits: a candidate whose best-matching fact (the line or sentence
+// holding most of the query) restates a fact already taken is folded into that hit (which
+// counts the days it was stated on), then MMR trades relevance against similarity to the
+// hits taken, so near-duplicates do not crowd out other hits.
+func (s *Searcher) diversify(cands []cand, lq lexical.Query, vectors bool, n int) []int {
+	facts := make([][]string, len(cands))
+	for k := range cands {
+		facts[k] = s.bestFact(cands[k].c.text, lq)
+	}
+	var terms [][]string
 	sim := func(a, b int) float64 {
 		ca, cb := cands[a].c, cands[b].c
-		if qvec != nil && ca.vec != nil && cb.vec != nil {
+		if vectors && ca.vec != nil && cb.vec != nil {
 			return float64(embed.Dot(ca.vec, cb.vec))
 		}
 		if terms == nil {
@@ -301,7 +429,7 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 		}
 		for _, k := range []int{a, b} {
 			if terms[k] == nil {
-				terms[k] = s.an.Terms(cands[k].c.text)
+				terms[k] = lexical.SplitTerms(cands[k].c.terms)
 			}
 		}
 		return jaccard(terms[a], terms[b])
@@ -309,20 +437,26 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 	taken := make([]bool, len(cands))
 	var order []int
 	lambda := s.set.MMRLambda
-	dup := map[string]bool{}
-	for len(order) < q.MaxResults {
+	dup := map[string]int{}
+	for len(order) < n {
 		best, bestVal := -1, math.Inf(-1)
 		for k := range cands {
 			if taken[k] {
 				continue
 			}
+			if j, ok := dup[cands[k].c.hash]; ok {
+				taken[k] = true // the same text as a hit already taken (copied between files)
+				fold(cands, j, k)
+				continue
+			}
+			if j := restates(facts, order, k); j >= 0 {
+				taken[k] = true
+				fold(cands, j, k)
+				continue
+			}
 			maxSim := 0.0
 			for _, j := range order {
 				maxSim = math.Max(maxSim, sim(k, j))
-			}
-			if dup[cands[k].c.hash] {
-				taken[k] = true // the same text as a hit already taken (copied between files)
-				continue
 			}
 			val := lambda*cands[k].score - (1-lambda)*maxSim
 			if val > bestVal {
@@ -333,37 +467,112 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 			break
 		}
 		taken[best] = true
-		dup[cands[best].c.hash] = true
+		dup[cands[best].c.hash] = best
+		cands[best].stated = map[string]bool{cands[best].c.date.Format(time.DateOnly): true}
 		order = append(order, best)
 	}
-	for _, k := range order {
-		cd := cands[k]
-		src := "file"
-		if IsConversation(cd.c.filename) {
-			src = "conversation"
+	// Restatements ranked below the last hit taken still count for it.
+	for k := range cands {
+		if !taken[k] {
+			if j := restates(facts, order, k); j >= 0 {
+				fold(cands, j, k)
+			}
 		}
-		res.Hits = append(res.Hits, Hit{Source: src, Filename: cd.c.filename, StartLine: cd.c.startLine, EndLine: cd.c.end,
-			Heading: cd.c.heading, Snippet: snippet(cd.c.text, s.set.SnippetBytes), Date: cd.c.date.Format(time.DateOnly),
-			Dated: cd.c.dated, FileVersion: cd.c.fileVersion, Score: round(cd.score), Lexical: round(cd.lex),
-			Vector: round(cd.vec), Decay: round(cd.decay), Exact: round(cd.exact)})
 	}
-	return res, nil
+	return order
 }
 
-// identifiers are the query's tokens that look like identifiers (order numbers, host
-// names, e-mail addresses, paths, versions), lower-cased.
-func identifiers(q string) []string {
+// restates returns the hit in order whose fact candidate k restates, or -1.
+func restates(facts [][]string, order []int, k int) int {
+	if len(facts[k]) == 0 {
+		return -1
+	}
+	for _, j := range order {
+		if len(facts[j]) > 0 && jaccard(facts[k], facts[j]) >= restatementJaccard {
+			return j
+		}
+	}
+	return -1
+}
+
+// bestFact returns the terms of the line or sentence of text that holds most of the query's
+// terms (nil when none holds any).
+func (s *Searcher) bestFact(text string, lq lexical.Query) []string {
+	want := make(map[string]bool, len(lq.Terms))
+	for _, t := range lq.Terms {
+		want[t] = true
+	}
+	var best []string
+	bestN := 0
+	for _, f := range splitFacts(text) {
+		ts := s.an.Terms(f)
+		n := 0
+		seen := map[string]bool{}
+		for _, t := range ts {
+			if want[t] && !seen[t] {
+				seen[t] = true
+				n++
+			}
+		}
+		if n > bestN || (n == bestN && n > 0 && len(ts) < len(best)) {
+			best, bestN = ts, n
+		}
+	}
+	return best
+}
+
+// splitFacts cuts text into facts: lines (a bullet is a line), and a long line at the end of
+// its sentences.
+func splitFacts(text string) []string {
 	var out []string
-	for _, f := range strings.Fields(strings.ToLower(q)) {
-		f = strings.Trim(f, ",;:!?()[]{}\"'“”‘’，。；：！？（）")
-		if utf8.RuneCountInString(f) < 4 {
+	for _, l := range strings.Split(text, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "#") {
 			continue
 		}
-		if strings.ContainsAny(f, "0123456789-._@/") {
+		start := 0
+		for i, r := range l {
+			if r == '。' || r == '！' || r == '？' || ((r == '.' || r == '!' || r == '?') && (i+1 == len(l) || l[i+1] == ' ')) {
+				end := i + utf8.RuneLen(r)
+				if strings.TrimSpace(l[start:end]) != "" {
+					out = append(out, l[start:end])
+				}
+				start = end
+			}
+		}
+		if strings.TrimSpace(l[start:]) != "" {
+			out = append(out, l[start:])
+		}
+	}
+	return out
+}
+
+// identifiers are the query's identifier-like runs (order numbers, host names, e-mail
+// addresses, paths, versions), lower-cased: ASCII runs with a digit or one of - . _ @ / #,
+// at least 4 characters, cut out of the text around them (PO-55812的交期 gives po-55812).
+func identifiers(q string) []string {
+	var out []string
+	for _, f := range identRE.FindAllString(strings.ToLower(q), -1) {
+		f = strings.Trim(f, ".-_/#@")
+		if len(f) >= 4 && strings.ContainsAny(f, "0123456789-._@/") {
 			out = append(out, f)
 		}
 	}
 	return out
+}
+
+var identRE = regexp.MustCompile(`[a-z0-9][a-z0-9._@/#-]*`)
+
+// containsIdent reports whether text holds id verbatim, a version with or without its "v"
+// (v1.27.3 and 1.27.3).
+func containsIdent(text, id string) bool {
+	if strings.Contains(text, id) {
+		return true
+	}
+	if len(id) > 1 && id[0] == 'v' && id[1] >= '0' && id[1] <= '9' {
+		return strings.Contains(text, id[1:])
+	}
+	return false
 }
 
 func round(x float64) float64 { return math.Round(x*1e4) / 1e4 }

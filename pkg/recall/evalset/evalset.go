@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -193,9 +194,17 @@ func Evaluate(ctx context.Context, se *recall.Searcher, agentID int64, s Set, na
 	return m, nil
 }
 
+// isGold reports whether hit h is one of gold, or folds a restatement of it (the same fact
+// written in another file: the hit names that file and its snippet holds the marker).
 func isGold(h recall.Hit, gold []Gold) bool {
 	for _, g := range gold {
-		if h.Filename == g.File && strings.Contains(h.Snippet, g.Contains) {
+		if !strings.Contains(h.Snippet, g.Contains) {
+			continue
+		}
+		if h.Filename == g.File {
+			return true
+		}
+		if h.Stated != nil && slices.Contains(h.Stated.Files, g.File) {
 			return true
 		}
 	}

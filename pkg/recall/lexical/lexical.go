@@ -9,9 +9,12 @@ package lexical
 
 import (
 	"math"
+	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/blevesearch/bleve/v2/analysis"
+	bregexp "github.com/blevesearch/bleve/v2/analysis/char/regexp"
 	"github.com/blevesearch/bleve/v2/analysis/lang/cjk"
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
@@ -23,6 +26,12 @@ import (
 // Analyzer turns text into terms. It is safe for concurrent use.
 type Analyzer struct {
 	a analysis.Analyzer
+	// q analyses queries: CJK runs become bigrams only (a lone character stays a unigram),
+	// so a two-character word scores as a word and one shared character does not match.
+	q analysis.Analyzer
+	// question removes Chinese question words from a query ("是什么", "多少", "谁"): they are
+	// how a question is asked, not what it is about, and notes rarely contain them.
+	question analysis.CharFilter
 }
 
 // latinOnly applies a filter to alphanumeric tokens only, so the English stemmer and stop
@@ -56,18 +65,58 @@ func (l latinOnly) Filter(in analysis.TokenStream) analysis.TokenStream {
 func NewAnalyzer() *Analyzer {
 	stops := analysis.NewTokenMap()
 	_ = stops.LoadBytes(en.EnglishStopWords) // static list: cannot fail
-	return &Analyzer{a: &analysis.DefaultAnalyzer{
-		Tokenizer: unicode.NewUnicodeTokenizer(),
-		TokenFilters: []analysis.TokenFilter{
-			cjk.NewCJKWidthFilter(),
-			lowercase.NewLowerCaseFilter(),
-			// Unigrams too, so a one-character query (猫) still matches.
-			cjk.NewCJKBigramFilter(true),
-			latinOnly{en.NewPossessiveFilter()},
-			latinOnly{stop.NewStopTokensFilter(stops)},
-			latinOnly{porter.NewPorterStemmer()},
-		},
-	}}
+	for _, w := range queryStopWords {
+		stops.AddToken(w)
+	}
+	chain := func(unigrams bool, extra ...analysis.TokenFilter) *analysis.DefaultAnalyzer {
+		return &analysis.DefaultAnalyzer{
+			Tokenizer: unicode.NewUnicodeTokenizer(),
+			TokenFilters: append([]analysis.TokenFilter{
+				cjk.NewCJKWidthFilter(),
+				lowercase.NewLowerCaseFilter(),
+				cjk.NewCJKBigramFilter(unigrams),
+				latinOnly{en.NewPossessiveFilter()},
+				latinOnly{stop.NewStopTokensFilter(stops)},
+				latinOnly{porter.NewPorterStemmer()},
+			}, extra...),
+		}
+	}
+	return &Analyzer{
+		// Unigrams too in the index, so a one-character query (猫) still matches.
+		a:        chain(true),
+		q:        chain(false, versionVariants{}),
+		question: bregexp.New(questionWords, []byte(" ")),
+	}
+}
+
+// queryStopWords are English words of questions that the standard list keeps; they are
+// stop words for the index too (they carry nothing a memory is about).
+var queryStopWords = []string{"much", "many"}
+
+// questionWords are the Chinese ways of asking, longest first.
+var questionWords = regexp.MustCompile(`是什么|什么时候|什么|是多少|多少|哪里|哪儿|哪个|哪天|哪家|哪些|哪|是谁|谁|怎么样|怎么|为什么|几点|几号|几天|是否|有没有|吗|呢`)
+
+// versionVariants adds, for a version token, the same version with or without its "v"
+// (v1.27.3 and 1.27.3), at the same position: a query for either finds a note with the other.
+type versionVariants struct{}
+
+var versionRE = regexp.MustCompile(`^v?[0-9]+(\.[0-9]+)+$`)
+
+func (versionVariants) Filter(in analysis.TokenStream) analysis.TokenStream {
+	out := in
+	for _, t := range in {
+		if !versionRE.Match(t.Term) {
+			continue
+		}
+		alt := *t
+		if t.Term[0] == 'v' {
+			alt.Term = append([]byte(nil), t.Term[1:]...)
+		} else {
+			alt.Term = append([]byte("v"), t.Term...)
+		}
+		out = append(out, &alt)
+	}
+	return out
 }
 
 // Terms analyses text.
@@ -81,6 +130,80 @@ func (a *Analyzer) Terms(text string) []string {
 	}
 	return out
 }
+
+// Query is an analysed query: the terms scored, and the units (a word, or one CJK character)
+// its coverage is counted over. A unit is covered by a chunk holding any term over it: a
+// bigram covers its two characters, a version covers its variants.
+type Query struct {
+	Terms []string
+	units []unit
+}
+
+type unit struct {
+	key      string // the character or word, for its weight
+	terms    uint64 // bit i: Terms[i] covers this unit
+	weight   float64
+	specific bool // held by few documents (under SpecificShare)
+}
+
+// SpecificShare is the most documents a word may be in and still say what a query is about
+// (用户 and "user" are in most of an agent's notes; 生产 or "rent" in few).
+const SpecificShare = 0.1
+
+// MaxQueryTerms is how many distinct terms of a query count towards coverage (the rest are
+// still scored).
+const MaxQueryTerms = 64
+
+// Query analyses a search query.
+func (a *Analyzer) Query(text string) Query {
+	filtered := string(a.question.Filter([]byte(text)))
+	ts := a.q.Analyze([]byte(filtered))
+	var q Query
+	termIx := map[string]int{}
+	unitIx := map[int]int{} // byte offset of a character or word start -> unit
+	addUnit := func(off int, key string, term int) {
+		u, ok := unitIx[off]
+		if !ok {
+			u = len(q.units)
+			unitIx[off] = u
+			q.units = append(q.units, unit{key: key})
+		}
+		if term < MaxQueryTerms {
+			q.units[u].terms |= 1 << term
+		}
+	}
+	for _, t := range ts {
+		if len(t.Term) == 0 {
+			continue
+		}
+		term := string(t.Term)
+		ix, ok := termIx[term]
+		if !ok {
+			ix = len(q.Terms)
+			termIx[term] = ix
+			q.Terms = append(q.Terms, term)
+		}
+		switch t.Type {
+		case analysis.Double, analysis.Single, analysis.Ideographic:
+			// One unit per character; the unigram is the character's weight.
+			off := t.Start
+			for _, r := range term {
+				addUnit(off, string(r), ix)
+				if off < len(filtered) {
+					_, size := utf8.DecodeRuneInString(filtered[off:])
+					off += size
+				}
+			}
+		default:
+			addUnit(t.Start, term, ix)
+		}
+	}
+	return q
+}
+
+// Empty reports whether the query has no term to look for (only stop words, punctuation or
+// question words).
+func (q Query) Empty() bool { return len(q.units) == 0 }
 
 // BM25 parameters (the usual ones).
 const (
@@ -141,6 +264,97 @@ func (ix *Index) Bytes() int {
 	}
 	return n
 }
+
+// Match is how the documents match a query.
+type Match struct {
+	// Score is the BM25 score of every document (0 = no query term).
+	Score []float64
+	// Weight is the query's own weight: the BM25 score of a document of average length that
+	// holds every query term once (the sum of their IDFs). Score / Weight means the same from
+	// one query to the next.
+	Weight float64
+	terms  []uint64 // per document: bit i = holds Terms[i]
+	units  []unit
+	total  float64
+}
+
+// Search scores every document and notes which query terms each holds. A unit's weight is
+// the IDF of its word or character (a term no document holds weighs the most).
+func (ix *Index) Search(q Query) Match {
+	m := Match{Score: make([]float64, len(ix.docLen)), terms: make([]uint64, len(ix.docLen)), units: append([]unit(nil), q.units...)}
+	n := float64(len(ix.docLen))
+	idf := func(df int) float64 { return math.Log(1 + (n-float64(df)+0.5)/(float64(df)+0.5)) }
+	for i, t := range q.Terms {
+		id, ok := ix.vocab[t]
+		if !ok {
+			m.Weight += idf(0)
+			continue
+		}
+		ps := ix.postings[id]
+		w := idf(len(ps))
+		m.Weight += w
+		for _, p := range ps {
+			tf := float64(p.tf)
+			dl := float64(ix.docLen[p.doc])
+			m.Score[p.doc] += w * tf * (k1 + 1) / (tf + k1*(1-b+b*dl/ix.avgLen))
+			if i < MaxQueryTerms {
+				m.terms[p.doc] |= 1 << i
+			}
+		}
+	}
+	for k := range m.units {
+		df := 0
+		if id, ok := ix.vocab[m.units[k].key]; ok {
+			df = len(ix.postings[id])
+		}
+		m.units[k].weight = idf(df)
+		m.units[k].specific = float64(df) < SpecificShare*n
+		m.total += m.units[k].weight
+	}
+	return m
+}
+
+// Coverage is the IDF-weighted share of the query's units that document d holds (0–1):
+// "杭州出差" against a note about 出差 in 杭州 is 1; a note sharing only 用户 is near 0.
+func (m Match) Coverage(d int) float64 {
+	if m.total == 0 {
+		return 0
+	}
+	return m.CoveredBy(d, ^uint64(0)) / m.total
+}
+
+// CoveredBy is the weight of the units document d holds through terms in mask (the terms
+// another document holds: the weight the two share).
+func (m Match) CoveredBy(d int, mask uint64) float64 {
+	has := m.terms[d] & mask
+	w := 0.0
+	for _, u := range m.units {
+		if u.terms&has != 0 {
+			w += u.weight
+		}
+	}
+	return w
+}
+
+// SameSubject reports whether document b holds every specific unit of the query that
+// document a holds (and a holds one): both are about the same specific thing asked for.
+func (m Match) SameSubject(b, a int) bool {
+	ha, hb := m.terms[a], m.terms[b]
+	any := false
+	for _, u := range m.units {
+		if !u.specific || u.terms&ha == 0 {
+			continue
+		}
+		any = true
+		if u.terms&hb == 0 {
+			return false
+		}
+	}
+	return any
+}
+
+// Terms is the set of query terms document d holds (bit i = Terms[i]).
+func (m Match) Terms(d int) uint64 { return m.terms[d] }
 
 // Score returns the BM25 score of every document (indexed by document number; 0 = no
 // query term). Repeated query terms count once.
