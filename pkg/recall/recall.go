@@ -40,6 +40,9 @@ type Settings struct {
 	// NoSupersede turns supersession off: by default a dated note ranks below a newer dated
 	// note that matches the same words of the query.
 	NoSupersede bool
+	// SupersedeShare is how much of an older note's specific query words (lexical.SpecificShare)
+	// a newer note must hold to supersede it (0–1).
+	SupersedeShare float64
 	// DefaultResults and MaxResults bound maxResults.
 	DefaultResults, MaxResults int
 	// MaxQueryBytes bounds a query.
@@ -58,7 +61,7 @@ const DefaultMinCoverage = 0.6
 // Defaults are the documented defaults.
 func Defaults() Settings {
 	return Settings{ChunkTokens: 400, OverlapTokens: 60, VectorWeight: 0.7, TextWeight: 0.3,
-		HalfLifeDays: 30, DecayFloor: 0.8, MMRLambda: 0.9, ExactBoost: 0.5, MinScore: 0.1, MinCoverage: DefaultMinCoverage, MinCosine: 0.8, DefaultResults: 6, MaxResults: 50,
+		HalfLifeDays: 30, DecayFloor: 0.8, MMRLambda: 0.9, ExactBoost: 0.5, MinScore: 0.1, MinCoverage: DefaultMinCoverage, MinCosine: 0.8, SupersedeShare: 1, DefaultResults: 6, MaxResults: 50,
 		MaxQueryBytes: 2000, CacheBytes: 256 << 20, ReconcileInterval: 30 * time.Second, SnippetBytes: 700}
 }
 
@@ -87,6 +90,9 @@ func (s Settings) withDefaults() Settings {
 	}
 	if s.MinCoverage == 0 {
 		s.MinCoverage = d.MinCoverage
+	}
+	if s.SupersedeShare <= 0 || s.SupersedeShare > 1 {
+		s.SupersedeShare = d.SupersedeShare
 	}
 	if s.MinCosine == 0 {
 		s.MinCosine = d.MinCosine

@@ -299,7 +299,7 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 		cands = cands[:pool]
 	}
 	if !s.set.NoSupersede {
-		supersede(cands, m)
+		s.supersede(cands, m)
 		byScore(cands)
 	}
 	if pool := 4 * q.MaxResults; len(cands) > pool {
@@ -367,7 +367,7 @@ func byScore(cands []cand) {
 // correction, a restatement). Like an invalidated edge in a temporal graph, the older note
 // stays findable, just below the one that replaced it, and says which. Notes that do not
 // share the query's words with a newer one (evergreen facts) are left as they are.
-func supersede(cands []cand, m lexical.Match) {
+func (s *Searcher) supersede(cands []cand, m lexical.Match) {
 	idx := make([]int, 0, len(cands))
 	for k := range cands {
 		if cands[k].c.dated && cands[k].cov > 0 {
@@ -383,7 +383,7 @@ func supersede(cands []cand, m lexical.Match) {
 			if !day(b.c.date).After(day(a.c.date)) || b.c.filename == a.c.filename {
 				continue
 			}
-			if !m.SameSubject(b.c.ix, a.c.ix) {
+			if !m.SameSubject(b.c.ix, a.c.ix, s.set.SupersedeShare) {
 				continue
 			}
 			if below := b.score * 0.98; a.score > below {

@@ -336,21 +336,22 @@ func (m Match) CoveredBy(d int, mask uint64) float64 {
 	return w
 }
 
-// SameSubject reports whether document b holds every specific unit of the query that
-// document a holds (and a holds one): both are about the same specific thing asked for.
-func (m Match) SameSubject(b, a int) bool {
+// SameSubject reports whether document b holds at least share of the weight of the
+// specific units of the query that document a holds (and a holds one): both are about the
+// same specific thing asked for.
+func (m Match) SameSubject(b, a int, share float64) bool {
 	ha, hb := m.terms[a], m.terms[b]
-	any := false
+	held, both := 0.0, 0.0
 	for _, u := range m.units {
 		if !u.specific || u.terms&ha == 0 {
 			continue
 		}
-		any = true
-		if u.terms&hb == 0 {
-			return false
+		held += u.weight
+		if u.terms&hb != 0 {
+			both += u.weight
 		}
 	}
-	return any
+	return held > 0 && both >= share*held
 }
 
 // Terms is the set of query terms document d holds (bit i = Terms[i]).
