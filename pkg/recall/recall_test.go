@@ -109,6 +109,8 @@ func TestSearchBadInput(t *testing.T) {
 	for _, q := range []recall.Query{
 		{Text: "  "}, {Text: strings.Repeat("x", 2001)}, {Text: "a\xffb"}, {Text: "x", MaxResults: 51},
 		{Text: "x", Since: now, Until: now.AddDate(0, 0, -1)},
+		// What a JSON decoder makes of raw non-UTF-8 bytes or a lone "\ud800" escape.
+		{Text: "tea \uFFFD"}, {Text: "x", MaxResults: 0, MaxResultsGiven: true},
 	} {
 		_, err := r.se.Search(context.Background(), 1, q)
 		var ie *recall.InvalidError
@@ -395,4 +397,79 @@ func TestSyncFilesMatchesSyncPerFile(t *testing.T) {
 			t.Fatal("the grown note's new text is not found")
 		}
 	})
+}
+
+// Issue 19: a score comparable across queries. Nothing relevant gives no hits (and says so),
+// small talk and question words alone find nothing.
+func TestNothingRelevantAnswersNoHits(t *testing.T) {
+	r := newRig(t, storetest.SQLite(t), false)
+	r.write(t, 1, "MEMORY.md", "# MEMORY\n\n- 用户喜欢乌龙茶。\n- The user works at Northwind Labs.\n")
+	r.write(t, 1, "memory/2026-05-20.md", "# 2026-05-20\n\n今天主要在看文档，没有特别的事情。\n\n用户说下个月要去杭州出差。\n")
+	for _, q := range []string{"你好", "谢谢，今天就到这里", "hi", "what is the user's blood type", "用户的护照号码是多少", "是什么"} {
+		res := r.search(t, 1, recall.Query{Text: q})
+		if len(res.Hits) != 0 || res.Notice == "" {
+			t.Errorf("%q: want no hits and a notice, got %d hits (%v), notice %q", q, len(res.Hits), files(res), res.Notice)
+		}
+	}
+	for _, q := range []string{"杭州出差", "乌龙茶", "where does the user work"} {
+		if res := r.search(t, 1, recall.Query{Text: q}); len(res.Hits) == 0 || res.Hits[0].Coverage < 0.6 {
+			t.Errorf("%q: want a hit covering the query, got %+v", q, res.Hits)
+		}
+	}
+}
+
+// Issue 19: the newer note about the same thing first, even when the older one matches
+// more of the query's words; the older one says what superseded it.
+func TestNewerNoteSupersedesOlder(t *testing.T) {
+	r := newRig(t, storetest.SQLite(t), false)
+	r.write(t, 1, "memory/2026-05-01.md", "# 2026-05-01\n\n和供应商谈好了：最低起订量是 2000 件，低于最低起订量要加收运费。\n")
+	r.write(t, 1, "memory/2026-05-20.md", "# 2026-05-20\n\n供应商同意把最低起订量降到 1500 件。\n")
+	r.write(t, 1, "memory/2026-05-25.md", "# 2026-05-25\n\n供应商的发票到了。\n")
+	res := r.search(t, 1, recall.Query{Text: "供应商最低起订量是多少"})
+	if len(res.Hits) < 2 || res.Hits[0].Filename != "memory/2026-05-20.md" || res.Hits[1].SupersededBy != "memory/2026-05-20.md" {
+		t.Fatalf("want the correction first and the older note marked superseded: %+v", res.Hits)
+	}
+}
+
+// Issue 19: a fact restated on several days is one hit that says so; the changed statement
+// gets a place of its own.
+func TestRestatementsFoldIntoOneHit(t *testing.T) {
+	r := newRig(t, storetest.SQLite(t), false)
+	for _, d := range []string{"2026-05-01", "2026-05-03", "2026-05-05", "2026-05-07"} {
+		r.write(t, 1, "memory/"+d+".md", "# "+d+"\n\n中午在老地方吃饭。\n\n家里的宽带是电信 300M。\n")
+	}
+	r.write(t, 1, "memory/2026-04-01.md", "# 2026-04-01\n\n家里的宽带是电信 1000M。\n")
+	res := r.search(t, 1, recall.Query{Text: "家里宽带多少兆", MaxResults: 2})
+	if len(res.Hits) != 2 {
+		t.Fatalf("want the restated fact once and the other statement: %+v", res.Hits)
+	}
+	folded, other := res.Hits[0], res.Hits[1]
+	if other.Stated != nil {
+		folded, other = other, folded
+	}
+	if st := folded.Stated; st == nil || st.Days != 4 || st.Latest != "2026-05-07" || len(st.Files) != 3 {
+		t.Errorf("one hit must say it was stated on 4 days, latest 2026-05-07: %+v", folded)
+	}
+	if other.Filename != "memory/2026-04-01.md" {
+		t.Errorf("the other statement must be the other hit: %v", files(res))
+	}
+}
+
+// Issue 19: versions with or without "v", identifiers glued to Chinese, one shared
+// character is no match.
+func TestIdentifiersAndVersions(t *testing.T) {
+	r := newRig(t, storetest.SQLite(t), false)
+	r.write(t, 1, "memory/2026-05-01.md", "# 2026-05-01\n\nUpgraded the gateway to v1.27.3 after the leak fix.\n")
+	r.write(t, 1, "memory/2026-05-02.md", "# 2026-05-02\n\nstaging 集群现在跑的是 2.4.0 版本。\n")
+	r.write(t, 1, "memory/2026-05-03.md", "# 2026-05-03\n\nPO-55812的交期是 12 月 3 日。\n\n包裹到了。\n")
+	r.write(t, 1, "memory/2026-05-04.md", "# 2026-05-04\n\n交了房租。\n")
+	for q, want := range map[string]string{"1.27.3": "memory/2026-05-01.md", "v2.4.0": "memory/2026-05-02.md", "PO-55812的交期": "memory/2026-05-03.md"} {
+		res := r.search(t, 1, recall.Query{Text: q})
+		if len(res.Hits) == 0 || res.Hits[0].Filename != want {
+			t.Errorf("%q: want %s first, got %v", q, want, files(res))
+		}
+		if q == "PO-55812的交期" && (len(res.Hits) != 1 || res.Hits[0].Exact != 1) {
+			t.Errorf("%q: the glued id must be boosted and the note sharing 交 not hit: %+v", q, res.Hits)
+		}
+	}
 }

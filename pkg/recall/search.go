@@ -24,8 +24,10 @@ import (
 // Query is one search.
 type Query struct {
 	Text string
-	// MaxResults bounds the hits (0 = the default).
+	// MaxResults bounds the hits (0 = the default, unless MaxResultsGiven).
 	MaxResults int
+	// MaxResultsGiven says the caller set MaxResults: 0 is then refused, not the default.
+	MaxResultsGiven bool
 	// FilenamePrefix keeps files whose name starts with it ("memory/").
 	FilenamePrefix string
 	// Since and Until keep chunks dated within [Since, Until] (days, inclusive); zero = open.
@@ -159,16 +161,36 @@ func (s *Searcher) CacheStats() (agents int, bytes int64) { return s.cache.stats
 // Settings are the effective settings.
 func (s *Searcher) Settings() Settings { return s.set }
 
+// ValidateText checks a query's text: not empty, valid UTF-8 without U+FFFD (what a JSON
+// decoder puts for invalid bytes or a lone surrogate such as \ud800), and at most maxBytes
+// (0 = the default limit).
+func ValidateText(text string, maxBytes int) error {
+	if maxBytes <= 0 {
+		maxBytes = Defaults().MaxQueryBytes
+	}
+	text = strings.TrimSpace(text)
+	switch {
+	case !utf8.ValidString(text):
+		return invalidf("query is not valid UTF-8")
+	case strings.ContainsRune(text, utf8.RuneError):
+		return invalidf("query contains U+FFFD: the request had bytes that are not UTF-8 or a lone surrogate escape (\\ud800); send the text as UTF-8")
+	case text == "":
+		return invalidf("query is empty; say what to look for, e.g. \"where does the user deploy\"")
+	case len(text) > maxBytes:
+		return invalidf("query is %d bytes; at most %d allowed: search for the key words, not a whole document", len(text), maxBytes)
+	}
+	return nil
+}
+
 // Validate checks a query without running it.
 func (s *Searcher) Validate(q Query) (Query, error) {
 	q.Text = strings.TrimSpace(q.Text)
+	if err := ValidateText(q.Text, s.set.MaxQueryBytes); err != nil {
+		return q, err
+	}
 	switch {
-	case !utf8.ValidString(q.Text):
-		return q, invalidf("query is not valid UTF-8")
-	case q.Text == "":
-		return q, invalidf("query is empty; say what to look for, e.g. \"where does the user deploy\"")
-	case len(q.Text) > s.set.MaxQueryBytes:
-		return q, invalidf("query is %d bytes; at most %d allowed: search for the key words, not a whole document", len(q.Text), s.set.MaxQueryBytes)
+	case q.MaxResultsGiven && q.MaxResults == 0:
+		return q, invalidf("maxResults must be between 1 and %d (or omitted for %d), got 0", s.set.MaxResults, s.set.DefaultResults)
 	case q.MaxResults < 0 || q.MaxResults > s.set.MaxResults:
 		return q, invalidf("maxResults must be between 1 and %d, got %d", s.set.MaxResults, q.MaxResults)
 	case !q.Since.IsZero() && !q.Until.IsZero() && q.Until.Before(q.Since):

@@ -118,7 +118,7 @@ func (t *Tools) callRecall(ctx context.Context, agentID int64, name string, args
 		if err := require(name, "query", a.Query); err != nil {
 			return nil, err
 		}
-		q := recall.Query{Text: *a.Query, MaxResults: deref(a.MaxResults), FilenamePrefix: deref(a.FilenamePrefix)}
+		q := recall.Query{Text: *a.Query, MaxResults: deref(a.MaxResults), MaxResultsGiven: a.MaxResults != nil, FilenamePrefix: deref(a.FilenamePrefix)}
 		var err error
 		if q.Since, err = parseDay(name, "since", a.Since); err != nil {
 			return nil, err

@@ -40,7 +40,7 @@ func TestRecallToolsArgumentsAndLines(t *testing.T) {
 	if _, err := call(t, tools, ctx, 1, tool.SearchMemory, `{"query":"deploy","maxResults":3,"filenamePrefix":"memory/","since":"2026-01-01","until":"2026-02-01"}`); err != nil {
 		t.Fatal(err)
 	}
-	want := recall.Query{Text: "deploy", MaxResults: 3, FilenamePrefix: "memory/",
+	want := recall.Query{Text: "deploy", MaxResults: 3, MaxResultsGiven: true, FilenamePrefix: "memory/",
 		Since: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Until: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)}
 	if fs.got != want {
 		t.Fatalf("query = %+v, want %+v", fs.got, want)

@@ -22,12 +22,14 @@ func WithRecall(r Recaller) Option { return func(s *Service) { s.recall = r } }
 
 // RecallRequest asks for recalled memory in the system message.
 type RecallRequest struct {
-	// TopK is the most snippets (default 5, at most 20).
-	TopK int `json:"topK"`
-	// MaxTokens bounds the recall block (default 800); it is also kept within the budget.
-	MaxTokens int `json:"maxTokens"`
-	// Query defaults to the current user message.
-	Query string `json:"query"`
+	// TopK is the most snippets (1–20; omitted = 5).
+	TopK *int `json:"topK,omitempty"`
+	// MaxTokens bounds the recall block (1–32000; omitted = 800); it is also kept within
+	// the budget.
+	MaxTokens *int `json:"maxTokens,omitempty"`
+	// Query is what to search for (omitted = the current user message; given, it must say
+	// something).
+	Query *string `json:"query,omitempty"`
 }
 
 // RecallInfo reports what the recall step did.
@@ -54,12 +56,15 @@ func (r *RecallRequest) validate() error {
 		return nil
 	}
 	switch {
-	case r.TopK < 0 || r.TopK > 20:
-		return invalidf("recall.topK must be between 1 and 20 (or omitted for 5), got %d", r.TopK)
-	case r.MaxTokens < 0 || r.MaxTokens > 32000:
-		return invalidf("recall.maxTokens must be between 1 and 32000 (or omitted for 800), got %d", r.MaxTokens)
-	case !utf8.ValidString(r.Query):
-		return invalidf("recall.query must be valid UTF-8")
+	case r.TopK != nil && (*r.TopK < 1 || *r.TopK > 20):
+		return invalidf("recall.topK must be between 1 and 20 (or omitted for 5), got %d", *r.TopK)
+	case r.MaxTokens != nil && (*r.MaxTokens < 1 || *r.MaxTokens > 32000):
+		return invalidf("recall.maxTokens must be between 1 and 32000 (or omitted for 800), got %d", *r.MaxTokens)
+	case r.Query != nil:
+		// The search's own rules (empty, invalid UTF-8 or a replaced lone surrogate, too long).
+		if err := recall.ValidateText(*r.Query, 0); err != nil {
+			return invalidf("recall.query: %s", err.Error())
+		}
 	}
 	return nil
 }
@@ -76,16 +81,18 @@ func searchGuidance(lang string) string {
 // budget leaves), formatted as a marked block, and what was done.
 func (s *Service) recallBlock(ctx context.Context, tk tokens.Tokenizer, lang string, req Request, room int) (string, *RecallInfo, error) {
 	r := req.Recall
-	topK, maxTok := r.TopK, r.MaxTokens
-	if topK == 0 {
-		topK = 5
+	topK, maxTok := 5, 800
+	if r.TopK != nil {
+		topK = *r.TopK
 	}
-	if maxTok == 0 {
-		maxTok = 800
+	if r.MaxTokens != nil {
+		maxTok = *r.MaxTokens
 	}
 	maxTok = min(maxTok, room)
-	q := strings.TrimSpace(r.Query)
-	if q == "" {
+	var q string
+	if r.Query != nil {
+		q = strings.TrimSpace(*r.Query)
+	} else {
 		q = truncateRunes(strings.TrimSpace(req.UserMessage), 1000)
 	}
 	info := &RecallInfo{Query: q}
@@ -95,7 +102,7 @@ func (s *Service) recallBlock(ctx context.Context, tk tokens.Tokenizer, lang str
 	}
 	res, err := s.recall.Search(ctx, req.AgentID, recall.Query{Text: q, MaxResults: topK})
 	if err != nil {
-		if errors.Is(err, recall.ErrInvalid) && r.Query != "" {
+		if errors.Is(err, recall.ErrInvalid) && r.Query != nil {
 			return "", nil, invalidf("recall.query: %s", err.Error())
 		}
 		if ctx.Err() != nil {

@@ -150,6 +150,13 @@ type unit struct {
 // (用户 and "user" are in most of an agent's notes; 生产 or "rent" in few).
 const SpecificShare = 0.1
 
+// minUnitDocs smooths the unit weights of small agents; minSpecificDocs is how many chunks
+// a word may always be in and still be specific.
+const (
+	minUnitDocs     = 100
+	minSpecificDocs = 3
+)
+
 // MaxQueryTerms is how many distinct terms of a query count towards coverage (the rest are
 // still scored).
 const MaxQueryTerms = 64
@@ -302,13 +309,16 @@ func (ix *Index) Search(q Query) Match {
 			}
 		}
 	}
+	// Units are weighed as if the agent had at least minUnitDocs chunks: in a new agent's
+	// five notes every word is "common", and coverage would mean nothing.
+	un := math.Max(n, minUnitDocs)
 	for k := range m.units {
 		df := 0
 		if id, ok := ix.vocab[m.units[k].key]; ok {
 			df = len(ix.postings[id])
 		}
-		m.units[k].weight = idf(df)
-		m.units[k].specific = float64(df) < SpecificShare*n
+		m.units[k].weight = math.Log(1 + (un-float64(df)+0.5)/(float64(df)+0.5))
+		m.units[k].specific = float64(df) <= max(SpecificShare*n, minSpecificDocs)
 		m.total += m.units[k].weight
 	}
 	return m
