@@ -510,11 +510,36 @@ func restates(facts [][]string, order []int, k int) int {
 		return -1
 	}
 	for _, j := range order {
-		if len(facts[j]) > 0 && jaccard(facts[k], facts[j]) >= restatementJaccard {
+		if sameFact(facts[k], facts[j]) {
 			return j
 		}
 	}
 	return -1
+}
+
+// sameFact reports whether two facts' terms say the same: nearly the same terms
+// (restatementJaccard), and none of the differing ones a number, a name or an identifier
+// in Latin script (db-dev-13 and queue-dev-26 are two facts, however alike the sentence).
+func sameFact(a, b []string) bool {
+	if len(a) == 0 || len(b) == 0 || jaccard(a, b) < restatementJaccard {
+		return false
+	}
+	in := func(xs []string) map[string]bool {
+		m := make(map[string]bool, len(xs))
+		for _, x := range xs {
+			m[x] = true
+		}
+		return m
+	}
+	sa, sb := in(a), in(b)
+	for _, pair := range [][2]map[string]bool{{sa, sb}, {sb, sa}} {
+		for t := range pair[0] {
+			if !pair[1][t] && t[0] < utf8.RuneSelf {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // bestFact returns the terms of the line or sentence of text that holds most of the query's
