@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -264,15 +265,19 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 			cov = m.Coverage(c.ix)
 		}
 		byVec := s.set.MinCosine > 0 && v >= s.set.MinCosine
-		if cov < s.set.MinCoverage && !byVec {
+		// Below the floor but holding a good part of the query: kept aside, a hit only if it
+		// turns out to update a note that cleared the floor (a correction seldom repeats
+		// every word of what it corrects).
+		weak := cov < s.set.MinCoverage && !byVec
+		if weak && (s.set.NoSupersede || cov < s.set.MinCoverage/2 || !c.dated) {
 			continue
 		}
 		// The lexical score is BM25 against the query's own weight, times the share of the
 		// query held: a long chunk repeating one common word does not outrank one holding
 		// the whole question.
-		cands = append(cands, cand{c: c, lex: cov * l / m.Weight, vec: v, cov: cov})
+		cands = append(cands, cand{c: c, lex: cov * l / m.Weight, vec: v, cov: cov, weak: weak})
 	}
-	if len(cands) == 0 {
+	if !slices.ContainsFunc(cands, func(c cand) bool { return !c.weak }) {
 		res.Notice = "nothing in memory is relevant to this query (no chunk holds enough of its words)"
 		return res, nil
 	}
@@ -320,14 +325,27 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 	if pool := 8 * q.MaxResults; len(cands) > pool {
 		cands = cands[:pool]
 	}
+	facts := make([]fact, len(cands))
+	for k := range cands {
+		facts[k] = s.bestFact(cands[k].c.text, lq)
+	}
 	if !s.set.NoSupersede {
-		s.supersede(cands, m)
-		byScore(cands)
+		s.supersede(cands, facts, m)
 	}
+	// Drop what stayed below the floor, keeping facts aligned with the candidates.
+	n := 0
+	for k := range cands {
+		if !cands[k].weak {
+			cands[n], facts[n] = cands[k], facts[k]
+			n++
+		}
+	}
+	cands, facts = cands[:n], facts[:n]
+	sortWith(cands, facts)
 	if pool := 4 * q.MaxResults; len(cands) > pool {
-		cands = cands[:pool]
+		cands, facts = cands[:pool], facts[:pool]
 	}
-	order := s.diversify(cands, lq, qvec != nil, q.MaxResults)
+	order := s.diversify(cands, facts, qvec != nil, q.MaxResults)
 	for _, k := range order {
 		cd := cands[k]
 		src := "file"
@@ -362,6 +380,9 @@ type cand struct {
 	score           float64
 	// by is the newer candidate that supersedes this one.
 	by *cachedChunk
+	// weak: below the relevance floor, kept only to see whether it updates a hit; lifted:
+	// it did, and took that hit's place.
+	weak, lifted bool
 	// stated are the days the hit's fact was written on (it and its restatements), others
 	// the restatements folded into it.
 	stated map[string]bool
@@ -374,6 +395,27 @@ func fold(cands []cand, j, o int) {
 	cands[j].others = append(cands[j].others, cands[o].c)
 }
 
+// sortWith orders cands by score and facts along with them.
+func sortWith(cands []cand, facts []fact) {
+	ix := make([]int, len(cands))
+	for k := range ix {
+		ix[k] = k
+	}
+	sort.SliceStable(ix, func(a, b int) bool {
+		ca, cb := cands[ix[a]], cands[ix[b]]
+		if ca.score != cb.score {
+			return ca.score > cb.score
+		}
+		return ca.c.ix < cb.c.ix
+	})
+	cs, fs := make([]cand, len(cands)), make([]fact, len(facts))
+	for k, j := range ix {
+		cs[k], fs[k] = cands[j], facts[j]
+	}
+	copy(cands, cs)
+	copy(facts, fs)
+}
+
 func byScore(cands []cand) {
 	sort.SliceStable(cands, func(a, b int) bool {
 		if cands[a].score != cands[b].score {
@@ -383,39 +425,55 @@ func byScore(cands []cand) {
 	})
 }
 
-// supersede ranks a dated note below a newer dated note that holds the same specific words
-// of the query (lexical.Match.SameSubject):
-// both are about what was asked, and the later one is what holds now (an update, a
-// correction, a restatement). Like an invalidated edge in a temporal graph, the older note
-// stays findable, just below the one that replaced it, and says which. Notes that do not
-// share the query's words with a newer one (evergreen facts) are left as they are.
-func (s *Searcher) supersede(cands []cand, m lexical.Match) {
+// supersede puts a dated note's newer statement about the same thing in its place: the
+// newer note takes the older one's score (if lower) and the older one ranks just below it,
+// saying which note superseded it. Like an invalidated edge in a temporal graph, the older
+// note stays findable. "The same thing" is what the index can tell: the newer note holds
+// every specific word of the query that the older one holds (lexical.Match.SameSubject), or,
+// when its sentence says that something changed (updateCue: moved, raised, 改到, 换成 …),
+// at least SupersedeShare of them. Notes no newer note matches that way (evergreen facts)
+// keep their place.
+func (s *Searcher) supersede(cands []cand, facts []fact, m lexical.Match) {
 	idx := make([]int, 0, len(cands))
 	for k := range cands {
 		if cands[k].c.dated && cands[k].cov > 0 {
 			idx = append(idx, k)
 		}
 	}
-	// Newest first, so a chain (a < b < c) settles in one pass.
-	sort.SliceStable(idx, func(a, b int) bool { return cands[idx[a]].c.date.After(cands[idx[b]].c.date) })
+	// Oldest first: in a chain (a < b < c) c ends above b above a.
+	sort.SliceStable(idx, func(x, y int) bool { return cands[idx[x]].c.date.Before(cands[idx[y]].c.date) })
 	for x, ka := range idx {
 		a := &cands[ka]
-		for _, kb := range idx[:x] {
+		if a.weak && !a.lifted {
+			continue // only what cleared the floor (or took the place of what did) is updated
+		}
+		for _, kb := range idx[x+1:] {
 			b := &cands[kb]
 			if !day(b.c.date).After(day(a.c.date)) || b.c.filename == a.c.filename {
 				continue
 			}
-			if !m.SameSubject(b.c.ix, a.c.ix, s.set.SupersedeShare) {
+			if !m.SameSubject(b.c.ix, a.c.ix, 1) && !(updateCue(facts[kb].text) && m.SameSubject(b.c.ix, a.c.ix, s.set.SupersedeShare)) {
 				continue
 			}
-			if below := b.score * 0.98; a.score > below {
-				a.score, a.by = below, b.c
-			} else if a.by == nil {
-				a.by = b.c
+			if b.score < a.score {
+				b.score = a.score
 			}
+			if b.weak {
+				b.weak, b.lifted = false, true
+			}
+			if below := b.score * 0.98; a.score > below {
+				a.score = below
+			}
+			a.by = b.c
 		}
 	}
 }
+
+// updateCues are how notes say that something changed.
+var updateCues = regexp.MustCompile(`(?i)\b(moved|changed|switched|raised|lowered|increased|reduced|postponed|delayed|rescheduled|replaced|renamed|upgraded|downgraded|took over|instead|from now on|no longer|goes up|went up|goes down|went down)\b|改|换|调到|推迟|延后|提前到|降到|升到|涨到|挪到|不再|变成|更新为|现在是|取消`)
+
+// updateCue reports whether a sentence says that something changed.
+func updateCue(text string) bool { return updateCues.MatchString(text) }
 
 func latest(days map[string]bool) string {
 	l := ""
@@ -435,11 +493,7 @@ const restatementJaccard = 0.9
 // holding most of the query) restates a fact already taken is folded into that hit (which
 // counts the days it was stated on), then MMR trades relevance against similarity to the
 // hits taken, so near-duplicates do not crowd out other hits.
-func (s *Searcher) diversify(cands []cand, lq lexical.Query, vectors bool, n int) []int {
-	facts := make([][]string, len(cands))
-	for k := range cands {
-		facts[k] = s.bestFact(cands[k].c.text, lq)
-	}
+func (s *Searcher) diversify(cands []cand, facts []fact, vectors bool, n int) []int {
 	var terms [][]string
 	sim := func(a, b int) float64 {
 		ca, cb := cands[a].c, cands[b].c
@@ -505,12 +559,12 @@ func (s *Searcher) diversify(cands []cand, lq lexical.Query, vectors bool, n int
 }
 
 // restates returns the hit in order whose fact candidate k restates, or -1.
-func restates(facts [][]string, order []int, k int) int {
-	if len(facts[k]) == 0 {
+func restates(facts []fact, order []int, k int) int {
+	if len(facts[k].terms) == 0 {
 		return -1
 	}
 	for _, j := range order {
-		if sameFact(facts[k], facts[j]) {
+		if sameFact(facts[k].terms, facts[j].terms) {
 			return j
 		}
 	}
@@ -542,14 +596,20 @@ func sameFact(a, b []string) bool {
 	return true
 }
 
-// bestFact returns the terms of the line or sentence of text that holds most of the query's
-// terms (nil when none holds any).
-func (s *Searcher) bestFact(text string, lq lexical.Query) []string {
+// fact is a candidate's line or sentence holding most of the query: its text and terms.
+type fact struct {
+	text  string
+	terms []string
+}
+
+// bestFact returns the line or sentence of text that holds most of the query's terms
+// (empty when none holds any).
+func (s *Searcher) bestFact(text string, lq lexical.Query) fact {
 	want := make(map[string]bool, len(lq.Terms))
 	for _, t := range lq.Terms {
 		want[t] = true
 	}
-	var best []string
+	var best fact
 	bestN := 0
 	for _, f := range splitFacts(text) {
 		ts := s.an.Terms(f)
@@ -561,8 +621,8 @@ func (s *Searcher) bestFact(text string, lq lexical.Query) []string {
 				n++
 			}
 		}
-		if n > bestN || (n == bestN && n > 0 && len(ts) < len(best)) {
-			best, bestN = ts, n
+		if n > bestN || (n == bestN && n > 0 && len(ts) < len(best.terms)) {
+			best, bestN = fact{text: f, terms: ts}, n
 		}
 	}
 	return best
