@@ -440,6 +440,22 @@ func (s *Searcher) supersede(cands []cand, facts []fact, m lexical.Match) {
 			idx = append(idx, k)
 		}
 	}
+	// An open to-do in an undated file (MEMORY.md: "- To do: ask the supplier about the
+	// inspection") names a topic without answering it: a dated note about the same thing
+	// takes its place, as a newer statement would.
+	for ka := range cands {
+		a := &cands[ka]
+		if a.c.dated || a.weak || !openItem(facts[ka].text) {
+			continue
+		}
+		for _, kb := range idx {
+			b := &cands[kb]
+			if !m.SameSubject(b.c.ix, a.c.ix, 1) {
+				continue
+			}
+			s.replace(a, b)
+		}
+	}
 	// Oldest first: in a chain (a < b < c) c ends above b above a.
 	sort.SliceStable(idx, func(x, y int) bool { return cands[idx[x]].c.date.Before(cands[idx[y]].c.date) })
 	for x, ka := range idx {
@@ -452,22 +468,35 @@ func (s *Searcher) supersede(cands []cand, facts []fact, m lexical.Match) {
 			if !day(b.c.date).After(day(a.c.date)) || b.c.filename == a.c.filename {
 				continue
 			}
-			if !m.SameSubject(b.c.ix, a.c.ix, 1) && !(updateCue(facts[kb].text) && m.SameSubject(b.c.ix, a.c.ix, s.set.SupersedeShare)) {
+			// A note below the floor takes another's place only when it says it changes it.
+			cue := updateCue(facts[kb].text)
+			if !(cue && m.SameSubject(b.c.ix, a.c.ix, s.set.SupersedeShare)) && (b.weak || !m.SameSubject(b.c.ix, a.c.ix, 1)) {
 				continue
 			}
-			if b.score < a.score {
-				b.score = a.score
-			}
-			if b.weak {
-				b.weak, b.lifted = false, true
-			}
-			if below := b.score * 0.98; a.score > below {
-				a.score = below
-			}
-			a.by = b.c
+			s.replace(a, b)
 		}
 	}
 }
+
+// replace puts b in a's place: b takes a's score if lower, a ranks just below b.
+func (s *Searcher) replace(a, b *cand) {
+	if b.score < a.score {
+		b.score = a.score
+	}
+	if b.weak {
+		b.weak, b.lifted = false, true
+	}
+	if below := b.score * 0.98; a.score > below {
+		a.score = below
+	}
+	a.by = b.c
+}
+
+// openItems are the ways a memory file writes down something still to do or find out.
+var openItems = regexp.MustCompile(`(?i)^\s*(?:[-*+]\s*)?(?:\[ \]\s*|待办|todo\b|to do\b|to-do\b|待确认|待跟进)`)
+
+// openItem reports whether a line is an open to-do.
+func openItem(text string) bool { return openItems.MatchString(text) }
 
 // updateCues are how notes say that something changed.
 var updateCues = regexp.MustCompile(`(?i)\b(moved|changed|switched|raised|lowered|increased|reduced|postponed|delayed|rescheduled|replaced|renamed|upgraded|downgraded|took over|instead|from now on|no longer|goes up|went up|goes down|went down)\b|改|换|调到|推迟|延后|提前到|降到|升到|涨到|挪到|不再|变成|更新为|现在是|取消`)
