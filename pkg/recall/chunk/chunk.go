@@ -174,16 +174,19 @@ func Split(content string, o Options) []Chunk {
 		accTokens = n
 	}
 	for _, b := range blocks {
-		if len(b.lines) == 1 && headingRE.MatchString(strings.TrimSpace(b.lines[0].text)) {
+		if len(b.lines) == 1 && headingRE.MatchString(strings.TrimSpace(b.lines[0].text)) && !onlyHeadings(acc) {
+			// A heading starts a chunk; headings directly under one another (a note's date
+			// title over its first section) stay together with the section's text: a chunk of
+			// headings alone would win one-word queries with nothing to say.
 			emit()
 			acc, accTokens = nil, 0
 		}
-		if accTokens > 0 && accTokens+b.tokens() > o.MaxTokens && !onlyHeading(acc) {
+		if accTokens > 0 && accTokens+b.tokens() > o.MaxTokens && !onlyHeadings(acc) {
 			emit()
 			overlap()
 		}
 		for _, l := range b.lines {
-			if accTokens > 0 && accTokens+l.tokens > o.MaxTokens && !onlyHeading(acc) {
+			if accTokens > 0 && accTokens+l.tokens > o.MaxTokens && !onlyHeadings(acc) {
 				emit()
 				overlap()
 			}
@@ -197,8 +200,14 @@ func Split(content string, o Options) []Chunk {
 
 var headingRE = regexp.MustCompile(`^#{1,6}\s+\S`)
 
-func onlyHeading(acc []line) bool {
-	return len(acc) == 1 && headingRE.MatchString(strings.TrimSpace(acc[0].text))
+// onlyHeadings reports whether acc has lines and all of them are headings.
+func onlyHeadings(acc []line) bool {
+	for _, l := range acc {
+		if !headingRE.MatchString(strings.TrimSpace(l.text)) {
+			return false
+		}
+	}
+	return len(acc) > 0
 }
 
 // splitLong cuts a line longer than MaxTokens into pieces at rune boundaries.

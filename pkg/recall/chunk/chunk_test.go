@@ -97,3 +97,31 @@ func TestNoteDate(t *testing.T) {
 		}
 	}
 }
+
+// Issue 19: a heading directly followed by another heading is not a chunk of its own (a
+// sectioned daily note's date title went alone, and won one-word queries).
+func TestSplitKeepsStackedHeadingsWithTheirSection(t *testing.T) {
+	for _, c := range []struct {
+		content string
+		want    [][2]int
+	}{
+		{"# 2026-05-12\n\n## 工作\n\n修了登录的 bug。\n\n## 生活\n\n买了菜。\n", [][2]int{{1, 5}, {7, 9}}},
+		{"# SOUL.md — 我是谁\n## Core\n### Values\n\nBe kind.\n", [][2]int{{1, 5}}},
+		{"# Only a title\n", [][2]int{{1, 1}}},
+	} {
+		got := Split(c.content, Options{})
+		var ranges [][2]int
+		for _, ch := range got {
+			ranges = append(ranges, [2]int{ch.StartLine, ch.EndLine})
+		}
+		if len(ranges) != len(c.want) {
+			t.Errorf("%q: chunks %v, want %v", c.content, ranges, c.want)
+			continue
+		}
+		for i := range ranges {
+			if ranges[i] != c.want[i] {
+				t.Errorf("%q: chunks %v, want %v", c.content, ranges, c.want)
+			}
+		}
+	}
+}
