@@ -89,12 +89,13 @@ func NewAnalyzer() *Analyzer {
 	}
 }
 
-// queryStopWords are English words of questions that the standard list keeps; they are
-// stop words for the index too (they carry nothing a memory is about).
-var queryStopWords = []string{"much", "many"}
+// queryStopWords are English words of questions (and light verbs) that the standard list
+// keeps; they are stop words for the index too: "which gym does the user go to" is about the
+// gym, and a note that never says "go" must not lose for it.
+var queryStopWords = []string{"much", "many", "go", "goes", "do", "does", "did", "get", "gets", "use", "uses", "tell", "know", "remember", "please"}
 
 // questionWords are the Chinese ways of asking, longest first.
-var questionWords = regexp.MustCompile(`是什么|什么时候|什么|是多少|多少|哪里|哪儿|哪个|哪天|哪家|哪些|哪|是谁|谁|怎么样|怎么|为什么|几点|几号|几天|是否|有没有|吗|呢`)
+var questionWords = regexp.MustCompile(`是什么时候|什么时候|是什么|什么|是多少|多少|哪里|哪儿|哪个|哪天|哪家|哪些|哪|是谁|谁|怎么样|怎么|为什么|几点|几号|几天|是否|有没有|吗|呢`)
 
 // versionVariants adds, for a version token, the same version with or without its "v"
 // (v1.27.3 and 1.27.3), at the same position: a query for either finds a note with the other.
