@@ -469,8 +469,13 @@ func (s *Searcher) supersede(cands []cand, facts []fact, m lexical.Match) {
 				continue
 			}
 			// A note below the floor takes another's place only when it says it changes it.
-			cue := updateCue(facts[kb].text)
-			if !(cue && m.SameSubject(b.c.ix, a.c.ix, s.set.SupersedeShare)) && (b.weak || !m.SameSubject(b.c.ix, a.c.ix, 1)) {
+			// Either b says that something changed and shares enough of a's specific words,
+			// or it restates a's sentence with something changed (most terms alike) and
+			// holds all of them. A newer note that merely mentions the topic ("weekly sync
+			// went fine") does neither.
+			cue := updateCue(facts[kb].text) && m.SameSubject(b.c.ix, a.c.ix, s.set.SupersedeShare)
+			restated := !b.weak && m.SameSubject(b.c.ix, a.c.ix, 1) && jaccard(facts[kb].terms, facts[ka].terms) >= restatedJaccard
+			if !cue && !restated {
 				continue
 			}
 			s.replace(a, b)
@@ -497,6 +502,10 @@ var openItems = regexp.MustCompile(`(?i)^\s*(?:[-*+]\s*)?(?:\[ \]\s*|待办|todo
 
 // openItem reports whether a line is an open to-do.
 func openItem(text string) bool { return openItems.MatchString(text) }
+
+// restatedJaccard is how alike two sentences' terms must be for the newer to be the older
+// restated with a change.
+const restatedJaccard = 0.25
 
 // updateCues are how notes say that something changed.
 var updateCues = regexp.MustCompile(`(?i)\b(moved|changed|switched|raised|lowered|increased|reduced|postponed|delayed|rescheduled|replaced|renamed|upgraded|downgraded|took over|instead|from now on|no longer|goes up|went up|goes down|went down)\b|改[到成为在约寄喝用了]|换[成了到]|调到|推迟|延后|提前到|降到|升到|涨到|挪到|不再|变成|更新为|现在是|取消了`)
