@@ -92,10 +92,11 @@ func NewAnalyzer() *Analyzer {
 // queryStopWords are English words of questions (and light verbs) that the standard list
 // keeps; they are stop words for the index too: "which gym does the user go to" is about the
 // gym, and a note that never says "go" must not lose for it.
-var queryStopWords = []string{"much", "many", "go", "goes", "do", "does", "did", "get", "gets", "use", "uses", "tell", "know", "remember", "please"}
+var queryStopWords = []string{"much", "many", "go", "goes", "do", "does", "did", "get", "gets", "use", "uses", "tell", "know", "remember", "please", "status", "progress"}
 
-// questionWords are the Chinese ways of asking, longest first.
-var questionWords = regexp.MustCompile(`是什么时候|什么时候|是什么|什么|是多少|多少|哪里|哪儿|哪个|哪天|哪家|哪些|哪|是谁|谁|怎么样|怎么|为什么|几点|几号|几天|是否|有没有|吗|呢`)
+// questionWords are the Chinese ways of asking (and of asking how something stands: 进度,
+// 状态), longest first where one starts another.
+var questionWords = regexp.MustCompile(`是什么时候|什么时候|是什么|什么|是多少|多少|哪里|哪儿|哪个|哪天|哪家|哪些|哪|是谁|谁|怎么样|怎么|为什么|几点|几号|几天|是否|有没有|进度|进展|状态|吗|呢`)
 
 // versionVariants adds, for a version token, the same version with or without its "v"
 // (v1.27.3 and 1.27.3), at the same position: a query for either finds a note with the other.
