@@ -508,7 +508,7 @@ func openItem(text string) bool { return openItems.MatchString(text) }
 const restatedJaccard = 0.25
 
 // updateCues are how notes say that something changed.
-var updateCues = regexp.MustCompile(`(?i)\b(moved|changed|switched|raised|lowered|increased|reduced|postponed|delayed|rescheduled|replaced|renamed|upgraded|downgraded|took over|instead|from now on|no longer|goes up|went up|goes down|went down)\b|改[到成为在约寄喝用了]|换[成了到]|调到|推迟|延后|提前到|降到|升到|涨到|挪到|不再|变成|更新为|现在是|取消了`)
+var updateCues = regexp.MustCompile(`(?i)\b(moved|changed|switched|raised|lowered|increased|reduced|postponed|delayed|rescheduled|replaced|renamed|upgraded|downgraded|took over|instead|from now on|no longer|goes up|went up|goes down|went down)\b|\bnow\W*$|改[到成为在约寄喝用了]|换[成了到]|调到|推迟|延后|提前到|降到|升到|涨到|挪到|不再|变成|更新为|现在是|取消了`)
 
 // updateCue reports whether a sentence says that something changed.
 func updateCue(text string) bool { return updateCues.MatchString(text) }
