@@ -302,7 +302,7 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 		default:
 			cd.score = (wv*cd.vec + wt*cd.lex) / (wv + wt)
 		}
-		if cd.score < s.set.MinScore {
+		if cd.score < s.set.MinScore && !cd.weak {
 			continue
 		}
 		// An identifier the user typed, found verbatim, outranks chunks that merely share
@@ -322,9 +322,20 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 	}
 	cands = kept
 	byScore(cands)
-	if pool := 8 * q.MaxResults; len(cands) > pool {
-		cands = cands[:pool]
+	// The pool: the best 8 × maxResults that cleared the floor, and as many of those below
+	// it (which only count if they update one of the first).
+	strong, weak := 0, 0
+	pool := cands[:0]
+	for _, cd := range cands {
+		if cd.weak && weak < 8*q.MaxResults {
+			weak++
+			pool = append(pool, cd)
+		} else if !cd.weak && strong < 8*q.MaxResults {
+			strong++
+			pool = append(pool, cd)
+		}
 	}
+	cands = pool
 	facts := make([]fact, len(cands))
 	for k := range cands {
 		facts[k] = s.bestFact(cands[k].c.text, lq)
