@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/sync/singleflight"
@@ -336,25 +337,23 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 		}
 	}
 	cands = pool
-	facts := make([]fact, len(cands))
-	for k := range cands {
-		facts[k] = s.bestFact(cands[k].c.text, lq)
-	}
+	// A candidate's best-matching fact is analysed only when a rule needs it.
+	facts := &factCache{s: s, lq: lq, f: make([]*fact, len(cands))}
 	if !s.set.NoSupersede {
 		s.supersede(cands, facts, m)
 	}
-	// Drop what stayed below the floor, keeping facts aligned with the candidates.
+	// Drop what stayed below the floor, keeping the facts with their candidates.
 	n := 0
 	for k := range cands {
 		if !cands[k].weak {
-			cands[n], facts[n] = cands[k], facts[k]
+			cands[n], facts.f[n] = cands[k], facts.f[k]
 			n++
 		}
 	}
-	cands, facts = cands[:n], facts[:n]
-	sortWith(cands, facts)
+	cands, facts.f = cands[:n], facts.f[:n]
+	sortWith(cands, facts.f)
 	if pool := 4 * q.MaxResults; len(cands) > pool {
-		cands, facts = cands[:pool], facts[:pool]
+		cands, facts.f = cands[:pool], facts.f[:pool]
 	}
 	order := s.diversify(cands, facts, qvec != nil, q.MaxResults)
 	for _, k := range order {
@@ -407,7 +406,7 @@ func fold(cands []cand, j, o int) {
 }
 
 // sortWith orders cands by score and facts along with them.
-func sortWith(cands []cand, facts []fact) {
+func sortWith(cands []cand, facts []*fact) {
 	ix := make([]int, len(cands))
 	for k := range ix {
 		ix[k] = k
@@ -419,7 +418,7 @@ func sortWith(cands []cand, facts []fact) {
 		}
 		return ca.c.ix < cb.c.ix
 	})
-	cs, fs := make([]cand, len(cands)), make([]fact, len(facts))
+	cs, fs := make([]cand, len(cands)), make([]*fact, len(facts))
 	for k, j := range ix {
 		cs[k], fs[k] = cands[j], facts[j]
 	}
@@ -444,7 +443,7 @@ func byScore(cands []cand) {
 // when its sentence says that something changed (updateCue: moved, raised, 改到, 换成 …),
 // at least SupersedeShare of them. Notes no newer note matches that way (evergreen facts)
 // keep their place.
-func (s *Searcher) supersede(cands []cand, facts []fact, m lexical.Match) {
+func (s *Searcher) supersede(cands []cand, facts *factCache, m lexical.Match) {
 	idx := make([]int, 0, len(cands))
 	for k := range cands {
 		if cands[k].c.dated && cands[k].cov > 0 {
@@ -456,7 +455,7 @@ func (s *Searcher) supersede(cands []cand, facts []fact, m lexical.Match) {
 	// takes its place, as a newer statement would.
 	for ka := range cands {
 		a := &cands[ka]
-		if a.c.dated || a.weak || !openItem(facts[ka].text) {
+		if a.c.dated || a.weak || !openItem(facts.get(cands, ka).text) {
 			continue
 		}
 		for _, kb := range idx {
@@ -484,8 +483,9 @@ func (s *Searcher) supersede(cands []cand, facts []fact, m lexical.Match) {
 			// or it restates a's sentence with something changed (most terms alike) and
 			// holds all of them. A newer note that merely mentions the topic ("weekly sync
 			// went fine") does neither.
-			cue := updateCue(facts[kb].text) && m.SameSubject(b.c.ix, a.c.ix, s.set.SupersedeShare)
-			restated := !b.weak && m.SameSubject(b.c.ix, a.c.ix, 1) && jaccard(facts[kb].terms, facts[ka].terms) >= restatedJaccard
+			cue := m.SameSubject(b.c.ix, a.c.ix, s.set.SupersedeShare) && facts.cue(cands, kb)
+			restated := !cue && !b.weak && m.SameSubject(b.c.ix, a.c.ix, 1) &&
+				jaccard(facts.get(cands, kb).terms, facts.get(cands, ka).terms) >= restatedJaccard
 			if !cue && !restated {
 				continue
 			}
@@ -518,11 +518,47 @@ func openItem(text string) bool { return openItems.MatchString(text) }
 // restated with a change.
 const restatedJaccard = 0.25
 
-// updateCues are how notes say that something changed.
-var updateCues = regexp.MustCompile(`(?i)\b(moved|changed|switched|raised|lowered|increased|reduced|postponed|delayed|rescheduled|replaced|renamed|upgraded|downgraded|took over|instead|from now on|no longer|goes up|went up|goes down|went down)\b|\bnow\W*$|改[到成为在约寄喝用了]|换[成了到]|调到|推迟|延后|提前到|降到|升到|涨到|挪到|不再|变成|更新为|现在是|取消了`)
+// updateCuesEn and updateCuesZh are how notes say that something changed (English words
+// are matched as whole words, lower-cased; Chinese as they are). Plain substring tests: a
+// regular expression over every candidate's sentence cost more than the rest of a search.
+var (
+	updateCuesEn = []string{"moved", "changed", "switched", "raised", "lowered", "increased", "reduced", "postponed",
+		"delayed", "rescheduled", "replaced", "renamed", "upgraded", "downgraded", "took over", "instead",
+		"from now on", "no longer", "goes up", "went up", "goes down", "went down"}
+	updateCuesZh = []string{"改到", "改成", "改为", "改在", "改约", "改寄", "改喝", "改用", "改了", "换成", "换了", "换到",
+		"调到", "推迟", "延后", "提前到", "降到", "升到", "涨到", "挪到", "不再", "变成", "更新为", "现在是", "取消了"}
+)
 
-// updateCue reports whether a sentence says that something changed.
-func updateCue(text string) bool { return updateCues.MatchString(text) }
+// updateCue reports whether a sentence says that something changed (a cue word, or a
+// sentence that ends in "now").
+func updateCue(text string) bool {
+	for _, c := range updateCuesZh {
+		if strings.Contains(text, c) {
+			return true
+		}
+	}
+	low := strings.ToLower(text)
+	for _, c := range updateCuesEn {
+		for off := 0; ; {
+			i := strings.Index(low[off:], c)
+			if i < 0 {
+				break
+			}
+			i += off
+			if !letterAt(low, i-1) && !letterAt(low, i+len(c)) {
+				return true
+			}
+			off = i + len(c)
+		}
+	}
+	end := strings.TrimRightFunc(low, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	return strings.HasSuffix(end, " now") || end == "now"
+}
+
+// letterAt reports whether s has an ASCII letter at byte i.
+func letterAt(s string, i int) bool {
+	return i >= 0 && i < len(s) && (s[i] >= 'a' && s[i] <= 'z')
+}
 
 func latest(days map[string]bool) string {
 	l := ""
@@ -542,7 +578,7 @@ const restatementJaccard = 0.9
 // holding most of the query) restates a fact already taken is folded into that hit (which
 // counts the days it was stated on), then MMR trades relevance against similarity to the
 // hits taken, so near-duplicates do not crowd out other hits.
-func (s *Searcher) diversify(cands []cand, facts []fact, vectors bool, n int) []int {
+func (s *Searcher) diversify(cands []cand, facts *factCache, vectors bool, n int) []int {
 	var terms [][]string
 	sim := func(a, b int) float64 {
 		ca, cb := cands[a].c, cands[b].c
@@ -574,7 +610,7 @@ func (s *Searcher) diversify(cands []cand, facts []fact, vectors bool, n int) []
 				fold(cands, j, k)
 				continue
 			}
-			if j := restates(facts, order, k); j >= 0 {
+			if j := restates(cands, facts, order, k); j >= 0 {
 				taken[k] = true
 				fold(cands, j, k)
 				continue
@@ -599,7 +635,7 @@ func (s *Searcher) diversify(cands []cand, facts []fact, vectors bool, n int) []
 	// Restatements ranked below the last hit taken still count for it.
 	for k := range cands {
 		if !taken[k] {
-			if j := restates(facts, order, k); j >= 0 {
+			if j := restates(cands, facts, order, k); j >= 0 {
 				fold(cands, j, k)
 			}
 		}
@@ -608,12 +644,13 @@ func (s *Searcher) diversify(cands []cand, facts []fact, vectors bool, n int) []
 }
 
 // restates returns the hit in order whose fact candidate k restates, or -1.
-func restates(facts []fact, order []int, k int) int {
-	if len(facts[k].terms) == 0 {
+func restates(cands []cand, facts *factCache, order []int, k int) int {
+	fk := facts.get(cands, k).terms
+	if len(fk) == 0 {
 		return -1
 	}
 	for _, j := range order {
-		if sameFact(facts[k].terms, facts[j].terms) {
+		if sameFact(fk, facts.get(cands, j).terms) {
 			return j
 		}
 	}
@@ -645,10 +682,38 @@ func sameFact(a, b []string) bool {
 	return true
 }
 
-// fact is a candidate's line or sentence holding most of the query: its text and terms.
+// fact is a candidate's line or sentence holding most of the query: its text and terms,
+// and whether it says that something changed.
 type fact struct {
 	text  string
 	terms []string
+	cue   int8 // 0 unknown, 1 yes, -1 no
+}
+
+// factCache analyses candidates' best facts on first use (f is aligned with the candidates).
+type factCache struct {
+	s  *Searcher
+	lq lexical.Query
+	f  []*fact
+}
+
+func (fc *factCache) get(cands []cand, k int) *fact {
+	if fc.f[k] == nil {
+		f := fc.s.bestFact(cands[k].c.text, fc.lq)
+		fc.f[k] = &f
+	}
+	return fc.f[k]
+}
+
+func (fc *factCache) cue(cands []cand, k int) bool {
+	f := fc.get(cands, k)
+	if f.cue == 0 {
+		f.cue = -1
+		if updateCue(f.text) {
+			f.cue = 1
+		}
+	}
+	return f.cue > 0
 }
 
 // bestFact returns the line or sentence of text that holds most of the query's terms
