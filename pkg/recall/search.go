@@ -323,15 +323,15 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 	}
 	cands = kept
 	byScore(cands)
-	// The pool: the best 8 × maxResults that cleared the floor, and as many of those below
-	// it (which only count if they update one of the first).
+	// The pool: the best 4 × maxResults that cleared the floor, and 2 × maxResults of those
+	// below it (which only count if they update one of the first).
 	strong, weak := 0, 0
 	pool := cands[:0]
 	for _, cd := range cands {
-		if cd.weak && weak < 8*q.MaxResults {
+		if cd.weak && weak < 2*q.MaxResults {
 			weak++
 			pool = append(pool, cd)
-		} else if !cd.weak && strong < 8*q.MaxResults {
+		} else if !cd.weak && strong < 4*q.MaxResults {
 			strong++
 			pool = append(pool, cd)
 		}
@@ -706,6 +706,9 @@ func (fc *factCache) get(cands []cand, k int) *fact {
 }
 
 func (fc *factCache) cue(cands []cand, k int) bool {
+	if t := cands[k].c.text; !updateCue(t) && !strings.Contains(strings.ToLower(t), "now") {
+		return false // no cue anywhere in the chunk: no need to find its best fact
+	}
 	f := fc.get(cands, k)
 	if f.cue == 0 {
 		f.cue = -1
