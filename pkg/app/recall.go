@@ -22,7 +22,16 @@ func recallSettings(c config.Config) recall.Settings {
 	return recall.Settings{ChunkTokens: s.ChunkTokens, OverlapTokens: s.OverlapTokens,
 		VectorWeight: s.VectorWeight, TextWeight: s.TextWeight, HalfLifeDays: s.HalfLifeDays, DecayFloor: s.DecayFloor,
 		MMRLambda: s.MMRLambda, MinScore: s.MinScore, MaxResults: s.MaxResults, MaxQueryBytes: s.MaxQueryBytes,
+		MinCoverage: offIfZero(s.MinCoverage), MinCosine: offIfZero(s.MinCosine),
 		CacheBytes: int64(s.CacheMB * (1 << 20)), ReconcileInterval: config.Seconds(s.ReconcileSeconds)}
+}
+
+// offIfZero maps a configured 0 ("off") to recall's negative (its zero is "the default").
+func offIfZero(v float64) float64 {
+	if v == 0 {
+		return -1
+	}
+	return v
 }
 
 // embedder is the configured embeddings endpoint, or nil (lexical only).

@@ -206,7 +206,12 @@ type Search struct {
 	DecayFloor float64 `yaml:"decay-floor"`
 	MMRLambda  float64 `yaml:"mmr-lambda"`
 	MinScore   float64 `yaml:"min-score"`
-	MaxResults int     `yaml:"max-results"`
+	// MinCoverage is the relevance floor: the IDF-weighted share of a query's words a chunk
+	// must hold to be a hit (0 = no floor). MinCosine lets a chunk below it be a hit on its
+	// cosine alone (0 = never); cosines depend on the model: calibrate with `api eval`.
+	MinCoverage float64 `yaml:"min-coverage"`
+	MinCosine   float64 `yaml:"min-cosine"`
+	MaxResults  int     `yaml:"max-results"`
 	// MaxQueryBytes bounds a query (longer: 400).
 	MaxQueryBytes int `yaml:"max-query-bytes"`
 	// CacheMB bounds each API process's cache of agents' chunks and vectors (LRU).
@@ -303,8 +308,8 @@ func Default() Config {
 			RedactLLMInput:                 true,
 			ManualEmergenceCooldownSeconds: 60,
 			Search: Search{Enabled: true, Sources: []string{"files"}, ChunkTokens: 400, OverlapTokens: 60, VectorWeight: 0.7, TextWeight: 0.3,
-				HalfLifeDays: 30, DecayFloor: 0.8, MMRLambda: 0.9, MinScore: 0.1, MaxResults: 50, MaxQueryBytes: 2000,
-				CacheMB: 256, ReconcileSeconds: 30},
+				HalfLifeDays: 30, DecayFloor: 0.8, MMRLambda: 0.9, MinScore: 0.1, MinCoverage: 0.6, MinCosine: 0.8, MaxResults: 50,
+				MaxQueryBytes: 2000, CacheMB: 256, ReconcileSeconds: 30},
 		},
 		Embedding: Embedding{Model: "text-embedding-3-small", TimeoutSeconds: 30},
 		Agent: Agent{Conversation: Conversation{Window: Window{

@@ -49,6 +49,12 @@ func validateRecall(m Mate, bad func(key, format string, args ...any)) {
 	if s.MinScore < 0 || s.MinScore >= 1 {
 		bad("mate.memory.search.min-score", "%v; accepted: 0 up to less than 1", s.MinScore)
 	}
+	if s.MinCoverage < 0 || s.MinCoverage > 1 {
+		bad("mate.memory.search.min-coverage", "%v; accepted: 0 (no floor) to 1", s.MinCoverage)
+	}
+	if s.MinCosine < 0 || s.MinCosine > 1 {
+		bad("mate.memory.search.min-cosine", "%v; accepted: 0 (never on the cosine alone) to 1", s.MinCosine)
+	}
 	if s.MaxResults < 1 || s.MaxResults > 1000 {
 		bad("mate.memory.search.max-results", "%d; accepted: 1 to 1000", s.MaxResults)
 	}
