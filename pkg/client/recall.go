@@ -33,6 +33,20 @@ type MemoryHit struct {
 	Vector      float64 `json:"vector"`
 	Decay       float64 `json:"decay"`
 	Exact       float64 `json:"exact,omitempty"`
+	// Coverage is the share of the query's words the chunk holds (the relevance floor).
+	Coverage float64 `json:"coverage"`
+	// SupersededBy names a newer note that updates this one (it ranks above).
+	SupersededBy string `json:"supersededBy,omitempty"`
+	// Stated says on how many days a restated fact was written, the latest, and the other
+	// files that state it (folded into this hit).
+	Stated *MemoryStated `json:"stated,omitempty"`
+}
+
+// MemoryStated is how often a fact was restated.
+type MemoryStated struct {
+	Days   int      `json:"days"`
+	Latest string   `json:"latest"`
+	Files  []string `json:"files,omitempty"`
 }
 
 // MemorySearchResult is the answer: Mode is "hybrid" or "lexical"; Degraded means the
