@@ -58,7 +58,7 @@ func TestEvalSubcommandAgainstAnEndpoint(t *testing.T) {
 	if code := evalRecall(context.Background(), cfg, slog.New(slog.DiscardHandler), nil, &out, &errOut); code != 0 {
 		t.Fatalf("eval exit %d: %s", code, errOut.String())
 	}
-	for _, want := range []string{"indexed 172 files", "| hybrid 0.7/0.3 + boost + decay + MMR | 234 |", "| lexical (BM25 only) | 234 |"} {
+	for _, want := range []string{"indexed 172 files", "| hybrid (defaults) | 300 |", "| lexical (BM25 only) | 300 |", "superseded: newer first", "no-answer: no hits"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("eval output lacks %q:\n%s", want, out.String())
 		}
