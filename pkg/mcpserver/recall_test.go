@@ -38,7 +38,7 @@ func TestMCPSearchFindsNewFactAndNotOtherAgents(t *testing.T) {
 		}
 		return false
 	}
-	for _, q := range []struct{ q, want string }{{"法兰克福的服务器", "atlas-db-09"}, {"what fish does the cat like", "Pixel"}} {
+	for _, q := range []struct{ q, want string }{{"法兰克福的服务器", "atlas-db-09"}, {"what does the cat Pixel prefer", "Pixel"}} {
 		deadline := written.Add(2 * time.Second)
 		for !find(q.q, q.want) {
 			if time.Now().After(deadline) {
