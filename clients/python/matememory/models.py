@@ -34,6 +34,7 @@ __all__ = [
     'EnvelopeCronjobJobList',
     'EnvelopeDeleted',
     'EnvelopeEmergenceResult',
+    'EnvelopeErasureReceipt',
     'EnvelopeEventAck',
     'EnvelopeFileHistory',
     'EnvelopeFileList',
@@ -52,6 +53,7 @@ __all__ = [
     'EnvelopeWindowResult',
     'EnvelopeWorkspaceFile',
     'EnvelopeWriteResult',
+    'ErasureReceipt',
     'ErrorEnvelope',
     'EventAck',
     'EventConversationCompletedEvent',
@@ -70,6 +72,7 @@ __all__ = [
     'PutBody',
     'RecallHit',
     'RecallResult',
+    'RecallStated',
     'RollbackBody',
     'SearchBody',
     'Status',
@@ -381,6 +384,15 @@ class EnvelopeEmergenceResult(TypedDict):
     "Empty on success."
 
 
+class EnvelopeErasureReceipt(TypedDict):
+    """The EnvelopeErasureReceipt schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: ErasureReceipt
+    msg: NotRequired[str]
+    "Empty on success."
+
+
 class EnvelopeEventAck(TypedDict):
     """The EnvelopeEventAck schema."""
     code: int
@@ -541,6 +553,18 @@ class EnvelopeWriteResult(TypedDict):
     data: WriteResult
     msg: NotRequired[str]
     "Empty on success."
+
+
+class ErasureReceipt(TypedDict):
+    """The ErasureReceipt schema."""
+    actor: str
+    agentId: int
+    erasedAt: str
+    kept: list[str] | None
+    mcpSessions: int
+    messages: dict[str, int]
+    rows: dict[str, int]
+    vacuumed: NotRequired[bool]
 
 
 class ErrorEnvelope(TypedDict):
@@ -709,6 +733,7 @@ class PutBody(TypedDict):
 
 class RecallHit(TypedDict):
     """The RecallHit schema."""
+    coverage: float
     date: str
     dated: bool
     decay: float
@@ -722,6 +747,8 @@ class RecallHit(TypedDict):
     snippet: str
     source: str
     startLine: int
+    stated: NotRequired[RecallStated]
+    supersededBy: NotRequired[str]
     vector: float
 
 
@@ -734,6 +761,13 @@ class RecallResult(TypedDict):
     notice: NotRequired[str]
     query: str
     searched: int
+
+
+class RecallStated(TypedDict):
+    """The RecallStated schema."""
+    days: int
+    files: NotRequired[list[str] | None]
+    latest: str
 
 
 class RollbackBody(TypedDict):

@@ -75,7 +75,11 @@ export interface paths {
         get: operations["getAgent"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Erase every trace of an agent (irreversible)
+         * @description Removes the agent's files and their history, messages, watermarks, ledger rows, cron jobs, recall index and the embeddings only it used, its KV records (lease and cooldown, context summaries, manual-emergence key), every message on its subjects in the JetStream streams and the dead letters, and closes its MCP sessions in this process. SQLite is vacuumed and its WAL truncated; JetStream messages are erased with secure delete. An event from before the erasure (in flight, redelivered, replayed) brings nothing back; events after it start the agent anew. Needs erase=true and confirm equal to the agent id; the agent's own key or an admin key. Answers the receipt: counts per store, no content.
+         */
+        delete: operations["eraseAgent"];
         options?: never;
         head?: never;
         /** Change an agent's settings (language, timezone) */
@@ -1048,6 +1052,17 @@ export interface components {
             /** @description Empty on success. */
             msg?: string;
         };
+        EnvelopeErasureReceipt: {
+            /**
+             * Format: int64
+             * @description The HTTP status code, repeated.
+             * @example 200
+             */
+            code: number;
+            data: components["schemas"]["ErasureReceipt"];
+            /** @description Empty on success. */
+            msg?: string;
+        };
         EnvelopeEventAck: {
             /**
              * Format: int64
@@ -1248,6 +1263,23 @@ export interface components {
             /** @description Empty on success. */
             msg?: string;
         };
+        ErasureReceipt: {
+            actor: string;
+            /** Format: int64 */
+            agentId: number;
+            /** Format: date-time */
+            erasedAt: string;
+            kept: string[] | null;
+            /** Format: int64 */
+            mcpSessions: number;
+            messages: {
+                [key: string]: number;
+            };
+            rows: {
+                [key: string]: number;
+            };
+            vacuumed?: boolean;
+        };
         ErrorEnvelope: {
             /**
              * Format: int64
@@ -1447,6 +1479,8 @@ export interface components {
             content: string;
         };
         RecallHit: {
+            /** Format: double */
+            coverage: number;
             date: string;
             dated: boolean;
             /** Format: double */
@@ -1467,6 +1501,8 @@ export interface components {
             source: string;
             /** Format: int64 */
             startLine: number;
+            stated?: components["schemas"]["RecallStated"];
+            supersededBy?: string;
             /** Format: double */
             vector: number;
         };
@@ -1480,6 +1516,12 @@ export interface components {
             query: string;
             /** Format: int64 */
             searched: number;
+        };
+        RecallStated: {
+            /** Format: int64 */
+            days: number;
+            files?: string[] | null;
+            latest: string;
         };
         RollbackBody: {
             /**
@@ -2110,6 +2152,79 @@ export interface operations {
             };
             /** @description Forbidden */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    eraseAgent: {
+        parameters: {
+            query?: {
+                /** @description Must be true: the call erases the agent. */
+                erase?: boolean;
+                /** @description Must repeat the agent id. */
+                confirm?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The agent's id, a positive integer; the key must be allowed to act for it. */
+                agentId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnvelopeErasureReceipt"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflict */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
