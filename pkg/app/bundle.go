@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -139,9 +138,7 @@ func importCmd(ctx context.Context, cfg config.Config, log *slog.Logger, args []
 		fmt.Fprintln(stderr, "import:", err)
 		return 1
 	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(rep)
+	printJSON(stdout, rep)
 	if rep.Changes > 0 && !*dry && cfg.Mate.Memory.Search.Enabled {
 		ix := a.newIndexer(lexical.NewAnalyzer(), recallSettings(cfg), embedder(cfg))
 		r, err := ix.Backfill(ctx, *agent, nil)

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -206,6 +207,13 @@ func rootCommand(defaultTarget string, stdin io.Reader, stdout, stderr io.Writer
 	eraseCmd := flagged("erase --agent N --confirm N", "Erase every trace of an agent from every store (irreversible; prints the receipt)", eraseAgent)
 	root.AddCommand(migrate, replayCmd, mcpCmd, reindexCmd, evalCmd, exportC, importC, eraseCmd)
 	return root
+}
+
+// printJSON writes a command's result as indented JSON.
+func printJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
 }
 
 func wantsHelp(args []string) bool {

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -76,8 +75,6 @@ func eraseAgent(ctx context.Context, cfg config.Config, log *slog.Logger, args [
 		fmt.Fprintln(stderr, "erase:", err)
 		return 1
 	}
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(r)
+	printJSON(stdout, r)
 	return 0
 }
