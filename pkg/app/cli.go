@@ -204,7 +204,7 @@ func rootCommand(defaultTarget string, stdin io.Reader, stdout, stderr io.Writer
 	evalCmd := flagged("eval [--set file.json] [--k 5]", "Run the memory-search evaluation against the configured embedding endpoint", evalRecall)
 	exportC := flagged("export --agent N [--history] [--messages] [--ledger] [-o file]", "Write an agent's bundle (docs/bundle.md) from the database", exportCmd)
 	importC := flagged("import --agent N [--mode empty|merge] [--dry-run] FILE", "Import a bundle into an agent (validated first; all or nothing; idempotent)", importCmd)
-	eraseCmd := flagged("erase --agent N --confirm N", "Erase every trace of an agent from every store (irreversible; prints the receipt)", eraseAgent)
+	eraseCmd := flagged("erase --agent N [--conversation ID] --confirm N|ID", "Erase every trace of an agent, or of one conversation, from every store (irreversible; prints the receipt)", eraseAgent)
 	root.AddCommand(migrate, replayCmd, mcpCmd, reindexCmd, evalCmd, exportC, importC, eraseCmd)
 	return root
 }

@@ -302,3 +302,78 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool,
 		}
 	}
 }
+
+// TestEraseConversation erases one conversation: its messages, its events and its ledger
+// rows are gone from the database and the JetStream store, the daily note versions its
+// extraction wrote are listed for review, and the agent's other conversation stays whole.
+func TestEraseConversation(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		fake := llmtest.New(t, canaryLLM)
+		cfg := config.Default()
+		cfg.Mate.DataDir = t.TempDir()
+		cfg.Mate.HTTP.Addr = "127.0.0.1:0"
+		cfg.Mate.Timezone = "UTC"
+		cfg.Mate.LLM.BaseURL, cfg.Mate.LLM.APIKey, cfg.Mate.LLM.Model = fake.URL+"/v1/", "test-key", "fake-model"
+		cfg.Mate.Memory.CooldownMinutes = 0.01
+		if db.Driver == "mysql" {
+			cfg.Mate.Database = config.Database{Driver: "mysql", DSN: db.DSN}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		a, err := New(ctx, Options{Config: cfg, Log: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(a.Close)
+		if err := a.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		base := "http://" + a.Addr
+		for _, c := range []string{"gone", "keep"} {
+			ev := fmt.Sprintf(`{"eventId":"e-%s","agentId":1,"conversationId":"c-%s","userMessage":"please remember canary%s for me","assistantReply":"Noted.","messageCount":4,"triggerSource":"web",
+				"messages":[{"role":"user","content":"my word is canary%s."},{"role":"assistant","content":"Got it."},
+				{"role":"user","content":"please remember canary%s for me"},{"role":"assistant","content":"Noted."}]}`, c, c, c, c, c)
+			mustStatus(t, "POST", base+"/api/v1/events/conversation-completed", ev, http.StatusAccepted)
+			waitFor(t, 60*time.Second, "the extraction of c-"+c, func() bool {
+				notes, _ := a.Workspace.ListContent(ctx, 1, "memory/", 0)
+				return len(notes) == 1 && strings.Contains(notes[0].Content, "canary"+c)
+			})
+		}
+		mustStatus(t, "DELETE", base+"/api/v1/agents/1/conversations/c-gone?erase=true&confirm=c-keep", "", http.StatusBadRequest)
+		st, raw := sendRaw(t, "DELETE", base+"/api/v1/agents/1/conversations/c-gone?erase=true&confirm=c-gone", "")
+		if st != http.StatusOK {
+			t.Fatalf("erase conversation: %d %s", st, raw)
+		}
+		var env struct {
+			Data struct {
+				Rows     map[string]int64
+				Messages map[string]int64
+				Derived  []struct {
+					Filename string
+					RunID    string
+				}
+			}
+		}
+		_ = json.Unmarshal([]byte(raw), &env)
+		d := env.Data
+		if d.Rows["mate_message"] != 4 || d.Rows["mate_memory_run"] != 1 || d.Messages[bus.StreamEvents] != 1 ||
+			len(d.Derived) == 0 || !strings.HasPrefix(d.Derived[0].Filename, "memory/") {
+			t.Fatalf("receipt %s", raw)
+		}
+		var n int64
+		a.DB.Raw("SELECT COUNT(*) FROM mate_message WHERE conversation_id = 'c-gone'").Scan(&n)
+		if n != 0 {
+			t.Fatalf("%d messages of c-gone remain", n)
+		}
+		if got := countCanary(t, a, storetest.DB{}, filepath.Join(cfg.Mate.DataDir, "nats"), "canarygone"); got != 0 {
+			t.Fatalf("%d occurrences of c-gone in the JetStream store", got)
+		}
+		if got := countCanary(t, a, storetest.DB{}, filepath.Join(cfg.Mate.DataDir, "nats"), "canarykeep"); got == 0 {
+			t.Fatal("c-keep's event went too")
+		}
+		a.DB.Raw("SELECT COUNT(*) FROM mate_message WHERE conversation_id = 'c-keep'").Scan(&n)
+		if n != 4 {
+			t.Fatalf("c-keep has %d messages, want 4", n)
+		}
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 
 	"github.com/matememory/matememory/pkg/bus"
 	"github.com/matememory/matememory/pkg/config"
@@ -37,10 +38,12 @@ func eraseAgent(ctx context.Context, cfg config.Config, log *slog.Logger, args [
 	fs := flag.NewFlagSet("erase", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	agent := fs.Int64("agent", 0, "the agent id to erase")
-	confirm := fs.Int64("confirm", 0, "the agent id again, to confirm")
+	conv := fs.String("conversation", "", "erase only this conversation of the agent")
+	confirm := fs.String("confirm", "", "the agent id again (or, with --conversation, the conversation id), to confirm")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: api erase --agent N --confirm N")
-		fmt.Fprintln(stderr, "Erases every trace of the agent from the database, the KV buckets and the streams; prints the receipt. Irreversible.")
+		fmt.Fprintln(stderr, "       api erase --agent N --conversation ID --confirm ID")
+		fmt.Fprintln(stderr, "Erases every trace of the agent (or of one of its conversations) from the database, the KV buckets and the streams; prints the receipt. Irreversible.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -50,8 +53,12 @@ func eraseAgent(ctx context.Context, cfg config.Config, log *slog.Logger, args [
 		fmt.Fprintln(stderr, "erase: --agent must be a positive agent id")
 		return 2
 	}
-	if *confirm != *agent {
-		fmt.Fprintf(stderr, "erase: --confirm must repeat the agent id (%d) to erase it\n", *agent)
+	want := strconv.FormatInt(*agent, 10)
+	if *conv != "" {
+		want = *conv
+	}
+	if *confirm != want {
+		fmt.Fprintf(stderr, "erase: --confirm must repeat %q to erase it\n", want)
 		return 2
 	}
 	if cfg.Mate.NATS.URL == "" {
@@ -70,7 +77,13 @@ func eraseAgent(ctx context.Context, cfg config.Config, log *slog.Logger, args [
 		fmt.Fprintln(stderr, "erase:", err)
 		return 1
 	}
-	r, err := erasure.New(erasure.Deps{DB: a.DB, JS: a.JS, Leases: leases, Log: log, Now: a.Now}).EraseAgent(ctx, *agent, "cli")
+	svc := erasure.New(erasure.Deps{DB: a.DB, JS: a.JS, Leases: leases, Log: log, Now: a.Now})
+	var r any
+	if *conv != "" {
+		r, err = svc.EraseConversation(ctx, *agent, *conv, "cli")
+	} else {
+		r, err = svc.EraseAgent(ctx, *agent, "cli")
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "erase:", err)
 		return 1

@@ -15,6 +15,7 @@ import (
 // Eraser erases agents (erasure.Service).
 type Eraser interface {
 	EraseAgent(ctx context.Context, agentID int64, actor string) (erasure.Receipt, error)
+	EraseConversation(ctx context.Context, agentID int64, conv, actor string) (erasure.ConversationReceipt, error)
 }
 
 // RegisterErasure mounts DELETE /api/v1/agents/{agentId}?erase=true&confirm={agentId}.
@@ -37,11 +38,7 @@ func RegisterErasure(s *httpapi.Server, e Eraser) {
 		if in.Confirm != strconv.FormatInt(in.AgentID, 10) {
 			return nil, httpapi.BadRequest("confirm must repeat the agent id (%d) to erase it; got %q", in.AgentID, in.Confirm)
 		}
-		actor := "api"
-		if p.KeyID != "" {
-			actor = "key:" + p.KeyID
-		}
-		r, err := e.EraseAgent(ctx, in.AgentID, actor)
+		r, err := e.EraseAgent(ctx, in.AgentID, actorOf(p))
 		if errors.Is(err, erasure.ErrLeaseHeld) {
 			return nil, &httpapi.Error{Status: http.StatusConflict, Msg: err.Error(), Header: http.Header{"Retry-After": {"60"}}, Err: err}
 		}
@@ -50,6 +47,43 @@ func RegisterErasure(s *httpapi.Server, e Eraser) {
 		}
 		return httpapi.OK(r), nil
 	})
+	httpapi.Register(s, huma.Operation{Method: http.MethodDelete, Path: "/api/v1/agents/{agentId}/conversations/{conversationId}", OperationID: "eraseConversation", Tags: []string{"Agents"},
+		Summary: "Erase one conversation of an agent (irreversible)",
+		Description: "Removes the conversation's messages, watermark, recall chunks and context summaries, the ledger rows of the runs that covered it, " +
+			"and its events (completed events, summarize requests, their dead letters) on the streams by secure delete. " +
+			"Answers the receipt, with the memory file versions those runs wrote listed under derived, for review: what the conversation may have introduced there stays until a person edits it out. " +
+			"Needs erase=true and confirm equal to the conversation id; the agent's own key or an admin key.",
+		Errors: []int{400, 403, 409}}, func(ctx context.Context, in *eraseConversationInput) (*httpapi.Response[erasure.ConversationReceipt], error) {
+		p := httpapi.PrincipalFrom(ctx)
+		if !p.Admin && !p.MayAct(in.AgentID) {
+			return nil, httpapi.Errorf(http.StatusForbidden, "this API key may not erase agent %d's conversations: use the agent's own key or an admin key", in.AgentID)
+		}
+		if !in.Erase || in.Confirm != in.ConversationID {
+			return nil, httpapi.BadRequest("DELETE of a conversation erases it and cannot be undone: pass erase=true&confirm=<conversationId> to confirm")
+		}
+		r, err := e.EraseConversation(ctx, in.AgentID, in.ConversationID, actorOf(p))
+		if errors.Is(err, erasure.ErrLeaseHeld) {
+			return nil, &httpapi.Error{Status: http.StatusConflict, Msg: err.Error(), Header: http.Header{"Retry-After": {"60"}}, Err: err}
+		}
+		if err != nil {
+			return nil, err
+		}
+		return httpapi.OK(r), nil
+	})
+}
+
+type eraseConversationInput struct {
+	httpapi.AgentPath
+	ConversationID string `path:"conversationId" minLength:"1" maxLength:"128" doc:"The conversation to erase."`
+	Erase          bool   `query:"erase" doc:"Must be true: the call erases the conversation."`
+	Confirm        string `query:"confirm" doc:"Must repeat the conversation id."`
+}
+
+func actorOf(p httpapi.Principal) string {
+	if p.KeyID != "" {
+		return "key:" + p.KeyID
+	}
+	return "api"
 }
 
 type eraseInput struct {

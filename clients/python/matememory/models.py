@@ -34,6 +34,7 @@ __all__ = [
     'EnvelopeCronjobJobList',
     'EnvelopeDeleted',
     'EnvelopeEmergenceResult',
+    'EnvelopeErasureConversationReceipt',
     'EnvelopeErasureReceipt',
     'EnvelopeEventAck',
     'EnvelopeFileHistory',
@@ -53,6 +54,8 @@ __all__ = [
     'EnvelopeWindowResult',
     'EnvelopeWorkspaceFile',
     'EnvelopeWriteResult',
+    'ErasureConversationReceipt',
+    'ErasureDerivedVersion',
     'ErasureReceipt',
     'ErrorEnvelope',
     'EventAck',
@@ -384,6 +387,15 @@ class EnvelopeEmergenceResult(TypedDict):
     "Empty on success."
 
 
+class EnvelopeErasureConversationReceipt(TypedDict):
+    """The EnvelopeErasureConversationReceipt schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: ErasureConversationReceipt
+    msg: NotRequired[str]
+    "Empty on success."
+
+
 class EnvelopeErasureReceipt(TypedDict):
     """The EnvelopeErasureReceipt schema."""
     code: int
@@ -553,6 +565,25 @@ class EnvelopeWriteResult(TypedDict):
     data: WriteResult
     msg: NotRequired[str]
     "Empty on success."
+
+
+class ErasureConversationReceipt(TypedDict):
+    """The ErasureConversationReceipt schema."""
+    actor: str
+    agentId: int
+    conversationId: str
+    derived: list[ErasureDerivedVersion] | None
+    erasedAt: str
+    messages: dict[str, int]
+    rows: dict[str, int]
+
+
+class ErasureDerivedVersion(TypedDict):
+    """The ErasureDerivedVersion schema."""
+    action: str
+    filename: str
+    runId: str
+    version: NotRequired[int]
 
 
 class ErasureReceipt(TypedDict):

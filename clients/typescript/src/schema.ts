@@ -86,6 +86,26 @@ export interface paths {
         patch: operations["updateAgent"];
         trace?: never;
     };
+    "/api/v1/agents/{agentId}/conversations/{conversationId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Erase one conversation of an agent (irreversible)
+         * @description Removes the conversation's messages, watermark, recall chunks and context summaries, the ledger rows of the runs that covered it, and its events (completed events, summarize requests, their dead letters) on the streams by secure delete. Answers the receipt, with the memory file versions those runs wrote listed under derived, for review: what the conversation may have introduced there stays until a person edits it out. Needs erase=true and confirm equal to the conversation id; the agent's own key or an admin key.
+         */
+        delete: operations["eraseConversation"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/agents/{agentId}/conversations/{conversationId}/context": {
         parameters: {
             query?: never;
@@ -1052,6 +1072,17 @@ export interface components {
             /** @description Empty on success. */
             msg?: string;
         };
+        EnvelopeErasureConversationReceipt: {
+            /**
+             * Format: int64
+             * @description The HTTP status code, repeated.
+             * @example 200
+             */
+            code: number;
+            data: components["schemas"]["ErasureConversationReceipt"];
+            /** @description Empty on success. */
+            msg?: string;
+        };
         EnvelopeErasureReceipt: {
             /**
              * Format: int64
@@ -1262,6 +1293,28 @@ export interface components {
             data: components["schemas"]["WriteResult"];
             /** @description Empty on success. */
             msg?: string;
+        };
+        ErasureConversationReceipt: {
+            actor: string;
+            /** Format: int64 */
+            agentId: number;
+            conversationId: string;
+            derived: components["schemas"]["ErasureDerivedVersion"][] | null;
+            /** Format: date-time */
+            erasedAt: string;
+            messages: {
+                [key: string]: number;
+            };
+            rows: {
+                [key: string]: number;
+            };
+        };
+        ErasureDerivedVersion: {
+            action: string;
+            filename: string;
+            runId: string;
+            /** Format: int64 */
+            version?: number;
         };
         ErasureReceipt: {
             actor: string;
@@ -2306,6 +2359,81 @@ export interface operations {
             };
             /** @description Unsupported Media Type */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    eraseConversation: {
+        parameters: {
+            query?: {
+                /** @description Must be true: the call erases the conversation. */
+                erase?: boolean;
+                /** @description Must repeat the conversation id. */
+                confirm?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The agent's id, a positive integer; the key must be allowed to act for it. */
+                agentId: number;
+                /** @description The conversation to erase. */
+                conversationId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnvelopeErasureConversationReceipt"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflict */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
@@ -349,6 +350,180 @@ func (s *Service) eraseSubjectBefore(ctx context.Context, streamName, subject st
 			return n, fmt.Errorf("erase %s message %d: %w", streamName, m.Sequence, err)
 		}
 		n++
+		seq = m.Sequence + 1
+	}
+}
+
+// ConversationReceipt says what the erasure of one conversation removed, and which memory
+// file versions the extractions that read it wrote: what it may have introduced there, listed
+// for review (those lines are not erased: the files' other content stays).
+type ConversationReceipt struct {
+	AgentID        int64            `json:"agentId"`
+	ConversationID string           `json:"conversationId"`
+	ErasedAt       time.Time        `json:"erasedAt"`
+	Actor          string           `json:"actor"`
+	Rows           map[string]int64 `json:"rows"`
+	Messages       map[string]int64 `json:"messages"`
+	// Derived lists the file versions written by the runs that covered the conversation.
+	Derived []DerivedVersion `json:"derived"`
+}
+
+// DerivedVersion is a memory file a run that covered an erased conversation changed, and the
+// version it wrote (0 when history does not say: the run created the file).
+type DerivedVersion struct {
+	Filename string `json:"filename"`
+	Version  int64  `json:"version,omitempty"`
+	RunID    string `json:"runId"`
+	Action   string `json:"action"`
+}
+
+// EraseConversation removes one conversation of an agent: its messages, watermark, recall
+// chunks, context summaries, the ledger rows of the runs that covered it, and its events
+// (completed events, summarize requests, and their dead letters) on the streams, by secure
+// delete. It lists the memory file versions those runs wrote, for review.
+func (s *Service) EraseConversation(ctx context.Context, agentID int64, conv, actor string) (ConversationReceipt, error) {
+	r := ConversationReceipt{AgentID: agentID, ConversationID: conv, Actor: actor, Rows: map[string]int64{}, Messages: map[string]int64{}}
+	if s.d.Leases != nil {
+		l, err := s.acquire(ctx, agentID)
+		if err != nil {
+			return r, err
+		}
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			// The coalesced events of the conversation leave the agent's record.
+			_ = l.Release(rctx, func(rec *lease.Record) {
+				kept := rec.Coalesced[:0]
+				for _, c := range rec.Coalesced {
+					if c.ConversationID != conv {
+						kept = append(kept, c)
+					}
+				}
+				rec.Coalesced = kept
+			})
+		}()
+	}
+	r.ErasedAt = s.d.Now().UTC()
+	db := s.d.DB.WithContext(ctx)
+	var runs []struct {
+		RunID         string
+		Conversations string
+		FilesChanged  string
+	}
+	if err := db.Raw("SELECT run_id, conversations, files_changed FROM mate_memory_run WHERE agent_id = ? AND INSTR(conversations, ?) > 0", agentID, conv).Scan(&runs).Error; err != nil {
+		return r, fmt.Errorf("find the runs of conversation %s: %w", conv, err)
+	}
+	var runIDs []string
+	for _, run := range runs {
+		var convs, files []string
+		if json.Unmarshal([]byte(run.Conversations), &convs) != nil || !slices.Contains(convs, conv) {
+			continue
+		}
+		runIDs = append(runIDs, run.RunID)
+		_ = json.Unmarshal([]byte(run.FilesChanged), &files)
+		for _, f := range files {
+			d := DerivedVersion{Filename: f, RunID: run.RunID}
+			// A change keeps the version it replaced in history, with the change's run: the
+			// run wrote the next one. (A file the run created has no history row yet.)
+			var prev []int64
+			if err := db.Raw("SELECT version FROM mate_workspace_file_history WHERE agent_id = ? AND filename = ? AND ref = ?", agentID, f, run.RunID).Scan(&prev).Error; err != nil {
+				return r, fmt.Errorf("list what the runs of conversation %s wrote: %w", conv, err)
+			}
+			if len(prev) > 0 {
+				d.Version, d.Action = prev[0]+1, "changed"
+			} else {
+				d.Action = "created or changed"
+			}
+			r.Derived = append(r.Derived, d)
+		}
+	}
+	err := db.Transaction(func(tx *gorm.DB) error {
+		stmts := []struct {
+			table, sql string
+			args       []any
+		}{
+			{"mate_message", "DELETE FROM mate_message WHERE agent_id = ? AND conversation_id = ?", []any{agentID, conv}},
+			{"mate_extraction_watermark", "DELETE FROM mate_extraction_watermark WHERE agent_id = ? AND conversation_id = ?", []any{agentID, conv}},
+			{"mate_recall_chunk", "DELETE FROM mate_recall_chunk WHERE agent_id = ? AND filename = ?", []any{agentID, recall.ConversationPrefix + conv}},
+			{"mate_recall_file", "DELETE FROM mate_recall_file WHERE agent_id = ? AND filename = ?", []any{agentID, recall.ConversationPrefix + conv}},
+		}
+		if len(runIDs) > 0 {
+			stmts = append(stmts, struct {
+				table, sql string
+				args       []any
+			}{"mate_memory_run", "DELETE FROM mate_memory_run WHERE agent_id = ? AND run_id IN ?", []any{agentID, runIDs}})
+		}
+		for _, st := range stmts {
+			res := tx.Exec(st.sql, st.args...)
+			if res.Error != nil {
+				return fmt.Errorf("erase conversation %s from %s: %w", conv, st.table, res.Error)
+			}
+			r.Rows[st.table] = res.RowsAffected
+		}
+		return nil
+	})
+	if err != nil {
+		return r, err
+	}
+	if s.d.DB.Dialector.Name() == "sqlite" {
+		if err := s.compact(ctx); err != nil {
+			return r, err
+		}
+	}
+	if s.d.JS != nil {
+		for _, as := range []struct{ stream, subject string }{
+			{bus.StreamEvents, bus.AgentSubject(bus.SubjectCompleted, agentID)},
+			{bus.StreamEvents, bus.AgentSubject(bus.SubjectSummarize, agentID)},
+			{bus.StreamDLQ, bus.SubjectDeadLetter + "." + bus.AgentSubject(bus.SubjectCompleted, agentID)},
+			{bus.StreamDLQ, bus.SubjectDeadLetter + "." + bus.AgentSubject(bus.SubjectSummarize, agentID)},
+		} {
+			n, err := s.eraseMatching(ctx, as.stream, as.subject, func(data []byte) bool {
+				var m struct {
+					ConversationID string `json:"conversationId"`
+				}
+				return json.Unmarshal(data, &m) == nil && m.ConversationID == conv
+			})
+			if err != nil {
+				return r, err
+			}
+			r.Messages[as.stream] += n
+		}
+		for _, lang := range []string{"zh", "en"} {
+			n, err := s.eraseKV(ctx, window.Bucket, window.CacheKeyPrefix(agentID, conv, lang)+">")
+			if err != nil {
+				return r, err
+			}
+			r.Messages["KV_"+window.Bucket] += n
+		}
+	}
+	s.d.Log.Info("conversation erased", "agent", agentID, "actor", actor, "rows", r.Rows, "messages", r.Messages, "derived", len(r.Derived))
+	return r, nil
+}
+
+// eraseMatching erases the messages of stream on subject whose payload match says is one.
+func (s *Service) eraseMatching(ctx context.Context, streamName, subject string, match func([]byte) bool) (int64, error) {
+	st, err := s.d.JS.Stream(ctx, streamName)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("open stream %s: %w", streamName, err)
+	}
+	var n int64
+	for seq := uint64(1); ; {
+		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return n, nil
+		}
+		if err != nil {
+			return n, fmt.Errorf("find %s messages on %s: %w", streamName, subject, err)
+		}
+		if match(m.Data) {
+			if err := st.SecureDeleteMsg(ctx, m.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+				return n, fmt.Errorf("erase %s message %d: %w", streamName, m.Sequence, err)
+			}
+			n++
+		}
 		seq = m.Sequence + 1
 	}
 }
