@@ -40,6 +40,7 @@ func (a *App) subscribeMCPChanges() error {
 		return nil
 	}
 	sub, err := a.NC.Subscribe(recall.SubjectIndex+".*", func(m *nats.Msg) {
+		defer a.Guard.Recover("mcp.changes", "subject", m.Subject)
 		var c recall.Change
 		// Conversations indexed for search are not memory files: no resource changed.
 		if json.Unmarshal(m.Data, &c) != nil || c.Filename == "" || recall.IsConversation(c.Filename) ||

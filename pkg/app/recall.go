@@ -68,7 +68,7 @@ func (a *App) buildRecall(ctx context.Context) error {
 	emb := embedder(a.Cfg)
 	an := lexical.NewAnalyzer()
 	if a.Has(TargetAPI) {
-		opts := []recall.SearcherOption{recall.SearchWithLogger(a.Log)}
+		opts := []recall.SearcherOption{recall.SearchWithLogger(a.Log), recall.SearchWithGuard(a.Guard)}
 		if emb != nil {
 			opts = append(opts, recall.SearchWithEmbedder(emb))
 		}

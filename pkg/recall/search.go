@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/singleflight"
 	"gorm.io/gorm"
 
+	"github.com/matememory/matememory/pkg/internal/panics"
 	"github.com/matememory/matememory/pkg/recall/embed"
 	"github.com/matememory/matememory/pkg/recall/lexical"
 	"github.com/matememory/matememory/pkg/store"
@@ -128,6 +129,7 @@ type Searcher struct {
 	sf    singleflight.Group
 	qmu   sync.Mutex
 	qvecs map[string][]float32 // query embeddings, small and bounded
+	guard *panics.Guard
 }
 
 // SearcherOption configures a Searcher.
@@ -142,6 +144,10 @@ func SearchWithClock(now func() time.Time) SearcherOption { return func(s *Searc
 // SearchWithLogger sets the logger.
 func SearchWithLogger(l *slog.Logger) SearcherOption { return func(s *Searcher) { s.log = l } }
 
+// SearchWithGuard recovers, logs and counts a panic of a background snapshot refresh (the
+// next search loads the snapshot again); without it a guard logs to the searcher's logger.
+func SearchWithGuard(g *panics.Guard) SearcherOption { return func(s *Searcher) { s.guard = g } }
+
 // NewSearcher builds a searcher.
 func NewSearcher(db *gorm.DB, an *lexical.Analyzer, set Settings, opts ...SearcherOption) *Searcher {
 	set = set.withDefaults()
@@ -149,6 +155,9 @@ func NewSearcher(db *gorm.DB, an *lexical.Analyzer, set Settings, opts ...Search
 		qvecs: map[string][]float32{}}
 	for _, o := range opts {
 		o(s)
+	}
+	if s.guard == nil {
+		s.guard = panics.New(s.log, nil)
 	}
 	return s
 }
@@ -895,13 +904,13 @@ func (s *Searcher) Refresh(agentID int64) {
 	if s.cache.get(agentID) == nil {
 		return
 	}
-	go func() {
+	s.guard.Go("recall.refresh", func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		if _, err := s.load(ctx, agentID); err != nil {
 			s.log.Warn("recall: background refresh failed; the next search reloads", "agent", agentID, "err", err)
 		}
-	}()
+	}, "agent", agentID)
 }
 
 // CachedGeneration is the generation of the agent's cached snapshot (-1 when none).

@@ -98,7 +98,10 @@ func (w *Worker) Start() error {
 	// A message whose every delivery ended without a settlement (the worker died each time)
 	// is skipped by the server after MaxDeliver; the advisory is the only trace of it.
 	subj := fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s", bus.StreamEvents, bus.ConsumerSummarizer)
-	adv, err := w.nc.QueueSubscribe(subj, "mate-summarizer-advisories", func(m *nats.Msg) { w.maxDeliveries(ctx, m) })
+	adv, err := w.nc.QueueSubscribe(subj, "mate-summarizer-advisories", func(m *nats.Msg) {
+		defer w.guard.Recover("summarizer.advisory", "subject", m.Subject)
+		w.maxDeliveries(ctx, m)
+	})
 	if err != nil {
 		cancel()
 		return fmt.Errorf("subscribe to max-deliveries advisories: %w", err)
