@@ -176,7 +176,21 @@ type Memory struct {
 	ManualEmergenceCooldownSeconds float64 `yaml:"manual-emergence-cooldown-seconds"`
 	// Search tunes memory search (recall); see docs/recall.md.
 	Search Search `yaml:"search"`
+	// Budget bounds the injected core files (mate.memory.budget.*); see docs/window.md.
+	Budget Budget `yaml:"budget"`
 }
+
+// Budget is mate.memory.budget.*: the token budget of each injected core file, counted with
+// the tokenizer of the agent's model (mate.llm.model). An agent may override either value
+// (PATCH /api/v1/agents/{agentId}).
+type Budget struct {
+	MemoryTokens  int `yaml:"memory-tokens"`
+	ProfileTokens int `yaml:"profile-tokens"`
+}
+
+// MaxBudgetTokens bounds a core file's budget (a file of that size would not fit any
+// model's context next to a conversation anyway).
+const MaxBudgetTokens = 1_000_000
 
 // Embedding selects an OpenAI-compatible embeddings endpoint (mate.embedding.*).
 type Embedding struct {
@@ -310,6 +324,7 @@ func Default() Config {
 			Search: Search{Enabled: true, Sources: []string{"files"}, ChunkTokens: 400, OverlapTokens: 60, VectorWeight: 0.7, TextWeight: 0.3,
 				HalfLifeDays: 30, DecayFloor: 0.8, MMRLambda: 0.9, MinScore: 0.1, MinCoverage: 0.6, MinCosine: 0.8, MaxResults: 50,
 				MaxQueryBytes: 2000, CacheMB: 256, ReconcileSeconds: 30},
+			Budget: Budget{MemoryTokens: 2000, ProfileTokens: 800},
 		},
 		Embedding: Embedding{Model: "text-embedding-3-small", TimeoutSeconds: 30},
 		Agent: Agent{Conversation: Conversation{Window: Window{

@@ -33,6 +33,9 @@ func TestDefaultsMatchSpec(t *testing.T) {
 		mem.EmergenceCron != "0 2 * * *" {
 		t.Errorf("mate.memory defaults differ from the spec: %+v", mem)
 	}
+	if mem.Budget.MemoryTokens != 2000 || mem.Budget.ProfileTokens != 800 {
+		t.Errorf("budget %+v, want MEMORY.md 2000 and PROFILE.md 800 tokens", mem.Budget)
+	}
 	if mem.MaxFileBytes != 1<<20 {
 		t.Errorf("max-file-bytes %d, want 1 MiB", mem.MaxFileBytes)
 	}
@@ -203,6 +206,8 @@ func TestBadValuesNameTheKey(t *testing.T) {
 		{[]string{"MATE_AGENT_CONVERSATION_WINDOW_DEFAULT_MAX_INPUT_TOKENS", "0"}, []string{"default-max-input-tokens", "greater than 0"}},
 		{[]string{"MATE_MEMORY_EMERGENCE_CRON", "every night"}, []string{"mate.memory.emergence-cron", "5-field"}},
 		{[]string{"MATE_MEMORY_MAX_FILE_BYTES", "0"}, []string{"mate.memory.max-file-bytes"}},
+		{[]string{"MATE_MEMORY_BUDGET_MEMORY_TOKENS", "0"}, []string{"mate.memory.budget.memory-tokens", "1 to 1000000"}},
+		{[]string{"MATE_MEMORY_BUDGET_PROFILE_TOKENS", "2000000"}, []string{"mate.memory.budget.profile-tokens", "1 to 1000000"}},
 		{[]string{"MATE_NATS_REPLICAS", "2"}, []string{"mate.nats.replicas", "accepted: 1, 3, 5"}},
 		{[]string{"MATE_AUTH_KEYS", "justakey"}, []string{"MATE_AUTH_KEYS", "key=agentIds"}},
 		{[]string{"MATE_AUTH_KEYS", "k-0123456789abcdef=abc"}, []string{"mate.auth.keys", "positive agent id or *"}},

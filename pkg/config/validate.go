@@ -139,6 +139,13 @@ func (c Config) Validate() error {
 	positive("mate.memory.emergence-day-range", float64(mem.EmergenceDayRange))
 	positive("mate.memory.max-file-bytes", float64(mem.MaxFileBytes))
 	positive("mate.memory.lease-ttl-seconds", mem.LeaseTTLSeconds)
+	budget := func(key string, v int) {
+		if v < 1 || v > MaxBudgetTokens {
+			bad(key, "%d; accepted: 1 to %d tokens", v, MaxBudgetTokens)
+		}
+	}
+	budget("mate.memory.budget.memory-tokens", mem.Budget.MemoryTokens)
+	budget("mate.memory.budget.profile-tokens", mem.Budget.ProfileTokens)
 	if mem.ManualEmergenceCooldownSeconds < 1 {
 		bad("mate.memory.manual-emergence-cooldown-seconds", "%v; accepted: 1 or more (seconds between two manual emergence runs of one agent)", mem.ManualEmergenceCooldownSeconds)
 	}
