@@ -39,6 +39,7 @@ import (
 	"github.com/matememory/matememory/pkg/recall"
 	"github.com/matememory/matememory/pkg/rest"
 	"github.com/matememory/matememory/pkg/store"
+	"github.com/matememory/matememory/pkg/tokens"
 	"github.com/matememory/matememory/pkg/tool"
 	"github.com/matememory/matememory/pkg/workspace"
 )
@@ -75,6 +76,8 @@ type App struct {
 	NC       *nats.Conn
 	JS       jetstream.JetStream
 	Registry *prometheus.Registry
+	// Tokens counts tokens for every part of the process (the vocabularies are loaded once).
+	Tokens *tokens.Counter
 	// Guard recovers, logs and counts panics of the goroutines that serve outside input
 	// (requests, MCP sessions, deliveries, change notifications).
 	Guard     *panics.Guard
@@ -146,7 +149,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	if len(o.Targets) == 0 {
 		o.Targets = []string{TargetAll}
 	}
-	a := &App{Opts: o, Cfg: o.Config, Log: o.Log, Registry: prometheus.NewRegistry()}
+	a := &App{Opts: o, Cfg: o.Config, Log: o.Log, Registry: prometheus.NewRegistry(), Tokens: tokens.NewCounter()}
 	// Provisioning waits (with a log line per attempt) for a cluster that does not answer yet.
 	ctx = bus.WithProvisionRetry(ctx, bus.ProvisionRetry{Log: o.Log})
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -225,7 +228,7 @@ func New(ctx context.Context, o Options) (*App, error) {
 	}
 	a.JS = js
 
-	a.Workspace = a.newWorkspace(db, append(a.recallHook(), a.mcpHook())...)
+	a.Workspace = a.newWorkspace(db, append(a.recallHook(), a.mcpHook(), workspace.WithBudgetMetrics(a.Registry, a.Log))...)
 	a.Messages = conversation.New(db)
 	a.Tools = tool.New(a.Workspace)
 	a.HTTP = httpapi.New(httpapi.NewAuthenticator(m.Auth.Keys), a.Registry, a.Log,
@@ -272,6 +275,17 @@ func (a *App) agentHooks() []workspace.Option {
 	return []workspace.Option{a.consolidationHook()}
 }
 
+// budgets are the core files' default budgets, counted with the tokenizer of the agents'
+// model (mate.llm.model; the estimate when its vocabulary is unknown).
+func (a *App) budgets() workspace.Budgets {
+	b := a.Cfg.Mate.Memory.Budget
+	tk, err := a.Tokens.For(a.Cfg.Mate.LLM.Model)
+	if err != nil {
+		a.Log.Warn("exact tokenizer unavailable for the core files' budgets, estimating", "model", a.Cfg.Mate.LLM.Model, "err", err)
+	}
+	return workspace.Budgets{Memory: b.MemoryTokens, Profile: b.ProfileTokens, Tokenizer: tk}
+}
+
 // newWorkspace builds the workspace service as every process uses it (mcp-stdio too, which
 // has no bus).
 func (a *App) newWorkspace(db *gorm.DB, extra ...workspace.Option) *workspace.Service {
@@ -279,6 +293,7 @@ func (a *App) newWorkspace(db *gorm.DB, extra ...workspace.Option) *workspace.Se
 	opts := []workspace.Option{
 		workspace.WithMaxBytes(m.Memory.MaxFileBytes),
 		workspace.WithDefaults(m.Language, m.Timezone),
+		workspace.WithBudgets(a.budgets()),
 	}
 	if a.Opts.Clock != nil {
 		opts = append(opts, workspace.WithClock(a.Opts.Clock))

@@ -13,6 +13,7 @@ import (
 	"github.com/matememory/matememory/pkg/recall"
 	"github.com/matememory/matememory/pkg/recall/lexical"
 	"github.com/matememory/matememory/pkg/store"
+	"github.com/matememory/matememory/pkg/tokens"
 	"github.com/matememory/matememory/pkg/tool"
 	"github.com/matememory/matememory/pkg/workspace"
 )
@@ -57,7 +58,7 @@ func mcpStdio(ctx context.Context, cfg config.Config, log *slog.Logger, args []s
 	}
 	// The same workspace wiring as the API (limits, defaults, first-seen agent hooks), without
 	// the bus.
-	a := &App{Opts: Options{Config: cfg, Log: log}, Cfg: cfg, Log: log, DB: db}
+	a := &App{Opts: Options{Config: cfg, Log: log}, Cfg: cfg, Log: log, DB: db, Tokens: tokens.NewCounter()}
 	hub := mcpserver.NewHub(mcpserver.HubGuard(panics.New(log, nil)))
 	extra := []workspace.Option{workspace.WithChangeHook(hub.Changed)}
 	var searcher *recall.Searcher

@@ -13,6 +13,7 @@ import (
 	"github.com/matememory/matememory/pkg/recall/lexical"
 	"github.com/matememory/matememory/pkg/rest"
 	"github.com/matememory/matememory/pkg/store"
+	"github.com/matememory/matememory/pkg/tokens"
 	"github.com/matememory/matememory/pkg/workspace"
 )
 
@@ -163,7 +164,7 @@ func reindex(ctx context.Context, cfg config.Config, log *slog.Logger, args []st
 // openStore is the part of New an offline command needs: the migrated database, no NATS
 // (so it runs beside a live all-in-one process, whose embedded NATS store is locked).
 func openStore(ctx context.Context, cfg config.Config, log *slog.Logger) (*App, error) {
-	a := &App{Opts: Options{Config: cfg, Log: log}, Cfg: cfg, Log: log}
+	a := &App{Opts: Options{Config: cfg, Log: log}, Cfg: cfg, Log: log, Tokens: tokens.NewCounter()}
 	db, err := store.Open(cfg.Mate.Database.Driver, cfg.Mate.Database.DSN, cfg.Mate.DataDir, store.WithSQLiteSynchronous(cfg.Mate.Database.SQLiteSynchronous))
 	if err != nil {
 		return nil, err

@@ -7,7 +7,6 @@ import (
 	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/llm"
 	"github.com/matememory/matememory/pkg/prompt"
-	"github.com/matememory/matememory/pkg/tokens"
 	"github.com/matememory/matememory/pkg/window"
 )
 
@@ -30,7 +29,7 @@ func (a *App) buildWindow(ctx context.Context) error {
 	}
 	svc, err := window.New(ctx, m.Agent.Conversation.Window, window.Deps{
 		JS: a.JS, History: window.StoreHistory{DB: a.DB}, Workspace: a.Workspace, Watermarks: window.StoreWatermarks{DB: a.DB},
-		LLM: client, Prompts: prompt.NewLoader(m.Prompts.Dir), Counter: tokens.NewCounter(), Log: a.Log,
+		LLM: client, Prompts: prompt.NewLoader(m.Prompts.Dir), Counter: a.Tokens, Log: a.Log,
 	}, opts...)
 	if err != nil {
 		return err

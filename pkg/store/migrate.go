@@ -53,6 +53,9 @@ func Migrations() []Migration {
 			// An erasure finds the embeddings only its agent's chunks use by their hash.
 			return tx.Exec("CREATE INDEX idx_rc_hash ON mate_recall_chunk (hash)").Error
 		}},
+		{Version: 5, Name: "agent core file budgets", Up: func(tx *gorm.DB) error {
+			return withTableOptions(tx).Migrator().CreateTable(&AgentBudget{})
+		}},
 	}
 }
 

@@ -67,6 +67,19 @@ type Agent struct {
 // TableName implements gorm's Tabler.
 func (Agent) TableName() string { return "mate_agent" }
 
+// AgentBudget is an agent's own token budgets of its core files (mate_agent_budget); a zero
+// value means the configured default (mate.memory.budget.*). A table of its own, not
+// columns of mate_agent, so that the first migration's schema stays what it was.
+type AgentBudget struct {
+	AgentID       int64     `gorm:"primaryKey;autoIncrement:false"`
+	MemoryTokens  int       `gorm:"not null;default:0"`
+	ProfileTokens int       `gorm:"not null;default:0"`
+	UpdateTime    time.Time `gorm:"not null"`
+}
+
+// TableName implements gorm's Tabler.
+func (AgentBudget) TableName() string { return "mate_agent_budget" }
+
 // Message is one conversation message (the short-term history, mate_message).
 type Message struct {
 	ID             int64  `gorm:"primaryKey;autoIncrement"`

@@ -53,6 +53,7 @@ func (s *Service) mutate(ctx context.Context, agentID int64, name string, expect
 		f, created, err := s.mutateOnce(ctx, agentID, name, expect, ch, fn)
 		if err == nil {
 			s.notifyChanged(ctx, agentID, name, f.Version)
+			s.afterWrite(ctx, agentID, &f, ch.Actor)
 		}
 		if !errors.Is(err, errRetry) {
 			return f, created, err

@@ -7,11 +7,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
 	"github.com/matememory/matememory/pkg/promptsafe"
@@ -59,6 +61,10 @@ type File struct {
 	Version    int64     `json:"version"`
 	CreateTime time.Time `json:"createTime"`
 	UpdateTime time.Time `json:"updateTime"`
+	// Tokens and BudgetTokens are set for a budgeted core file (MEMORY.md, PROFILE.md): its
+	// content's tokens with the agent's tokenizer and the agent's budget for it.
+	Tokens       *int `json:"tokens,omitempty"`
+	BudgetTokens *int `json:"budgetTokens,omitempty"`
 
 	// id is the row's id (0 when not read from the database).
 	id int64
@@ -72,6 +78,9 @@ type Info struct {
 	SortOrder  int       `json:"sortOrder"`
 	Version    int64     `json:"version"`
 	UpdateTime time.Time `json:"updateTime"`
+	// Tokens and BudgetTokens are set for a budgeted core file, as in File.
+	Tokens       *int `json:"tokens,omitempty"`
+	BudgetTokens *int `json:"budgetTokens,omitempty"`
 }
 
 // HistoryEntry is one previous version of a file.
@@ -100,6 +109,11 @@ type Service struct {
 	hooks    []AgentHook
 	changed  []ChangeHook
 	seen     sync.Map // agent id → struct{}: agents known to be seeded
+
+	budgets       Budgets
+	budgetReg     prometheus.Registerer
+	budgetMetrics budgetMetrics
+	log           *slog.Logger
 }
 
 // Option configures a Service.
@@ -121,9 +135,15 @@ func WithAgentHook(h AgentHook) Option { return func(s *Service) { s.hooks = app
 
 // New builds the service.
 func New(db *gorm.DB, opts ...Option) *Service {
-	s := &Service{db: db, maxBytes: 1 << 20, language: "zh", timezone: "Local", now: time.Now}
+	s := &Service{db: db, maxBytes: 1 << 20, language: "zh", timezone: "Local", now: time.Now,
+		budgets: Budgets{Memory: DefaultMemoryBudget, Profile: DefaultProfileBudget}}
 	for _, o := range opts {
 		o(s)
+	}
+	s.tokenizer()
+	s.budgetMetrics = newBudgetMetrics(s.budgetReg)
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
 	}
 	return s
 }
@@ -297,7 +317,39 @@ func (s *Service) List(ctx context.Context, agentID int64, prefix string) ([]Inf
 		}
 		return out[i].Filename < out[j].Filename
 	})
+	if err := s.annotateList(ctx, agentID, out); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// annotateList sets the tokens and budget of the budgeted files of a listing (their content
+// is read for it: a listing reads no content otherwise).
+func (s *Service) annotateList(ctx context.Context, agentID int64, out []Info) error {
+	var names []string
+	for _, f := range out {
+		if IsBudgeted(f.Filename) {
+			names = append(names, f.Filename)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	files, err := s.GetMany(ctx, agentID, names)
+	if err != nil {
+		return err
+	}
+	b, err := s.Budgets(ctx, agentID)
+	if err != nil {
+		return err
+	}
+	for i := range out {
+		if f, ok := files[out[i].Filename]; ok {
+			s.annotate(&f, b)
+			out[i].Tokens, out[i].BudgetTokens = f.Tokens, f.BudgetTokens
+		}
+	}
+	return nil
 }
 
 func likeEscape(s string) string {
@@ -316,7 +368,15 @@ func (s *Service) Get(ctx context.Context, agentID int64, name string) (File, er
 	if err != nil {
 		return File{}, err
 	}
-	return toFile(row), nil
+	f := toFile(row)
+	if IsBudgeted(name) {
+		b, err := s.Budgets(ctx, agentID)
+		if err != nil {
+			return File{}, err
+		}
+		s.annotate(&f, b)
+	}
+	return f, nil
 }
 
 // GetMany reads the named live files in one query; missing names are absent from the map.

@@ -221,6 +221,7 @@ func (s *Service) eraseRows(ctx context.Context, agentID int64, r *Receipt) erro
 			[]any{"event:messages:" + id + ":%", "summarize:daily:" + id + ":%"}},
 		{"mate_memory_run", "DELETE FROM mate_memory_run WHERE agent_id = ?", []any{agentID}},
 		{"mate_cron_job", "DELETE FROM mate_cron_job WHERE agent_id = ?", []any{agentID}},
+		{"mate_agent_budget", "DELETE FROM mate_agent_budget WHERE agent_id = ?", []any{agentID}},
 		{"mate_agent", "DELETE FROM mate_agent WHERE id = ?", []any{agentID}},
 	}
 	return s.d.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
