@@ -63,7 +63,13 @@ func RegisterWorkspace(s *httpapi.Server, ws *workspace.Service) {
 	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: "/api/v1/agents/{agentId}", OperationID: "getAgent", Tags: agents,
 		Summary: "An agent's settings", Description: "Seeds the agent's core files when it is first seen.", Errors: []int{403}}, h.getAgent)
 	httpapi.Register(s, huma.Operation{Method: http.MethodPatch, Path: "/api/v1/agents/{agentId}", OperationID: "updateAgent", Tags: agents,
-		Summary: "Change an agent's settings (language, timezone)", Errors: []int{403}}, h.patchAgent)
+		Summary:     "Change an agent's settings (language, timezone, core file budgets)",
+		Description: "memoryBudgetTokens and profileBudgetTokens override mate.memory.budget.* for this agent (0 returns to the default).",
+		Errors:      []int{403}}, h.patchAgent)
+	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: "/api/v1/admin/agents/over-budget", OperationID: "listOverBudget", Tags: []string{"Admin"},
+		Summary:     "The core files over their token budgets (admin key)",
+		Description: "Every agent's MEMORY.md and PROFILE.md counted now with the agents' tokenizer, by agent id then file; a context request cuts such a file explicitly when it does not fit (docs/window.md).",
+		Errors:      []int{403}}, h.overBudget)
 	registerMateClaw(s, h)
 }
 
@@ -332,10 +338,12 @@ type Agent struct {
 	Language   string    `json:"language" example:"zh"`
 	Timezone   string    `json:"timezone" example:"Asia/Shanghai"`
 	CreateTime time.Time `json:"createTime"`
+	// Budgets are the token budgets of the core files, the agent's own or the defaults.
+	Budgets workspace.AgentBudgets `json:"budgets"`
 }
 
-func viewAgent(a store.Agent) Agent {
-	return Agent{AgentID: a.ID, Language: a.Language, Timezone: a.Timezone, CreateTime: a.CreateTime}
+func viewAgent(a store.Agent, b workspace.AgentBudgets) Agent {
+	return Agent{AgentID: a.ID, Language: a.Language, Timezone: a.Timezone, CreateTime: a.CreateTime, Budgets: b}
 }
 
 func (h wsHandlers) getAgent(ctx context.Context, in *httpapi.AgentPath) (*httpapi.Response[Agent], error) {
@@ -346,12 +354,19 @@ func (h wsHandlers) getAgent(ctx context.Context, in *httpapi.AgentPath) (*httpa
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.OK(viewAgent(a)), nil
+	b, err := h.ws.Budgets(ctx, in.AgentID)
+	if err != nil {
+		return nil, err
+	}
+	return httpapi.OK(viewAgent(a, b)), nil
 }
 
 type agentBody struct {
 	Language *string `json:"language,omitempty" enum:"zh,en" doc:"The language of the agent's files and prompts."`
 	Timezone *string `json:"timezone,omitempty" example:"Asia/Shanghai" doc:"An IANA time zone."`
+	// The budgets' bounds are checked by the service, whose message names the file.
+	MemoryBudgetTokens  *int `json:"memoryBudgetTokens,omitempty" example:"4000" doc:"MEMORY.md's token budget for this agent: 1 to 1000000, or 0 for the default (mate.memory.budget.memory-tokens)."`
+	ProfileBudgetTokens *int `json:"profileBudgetTokens,omitempty" example:"1200" doc:"PROFILE.md's token budget for this agent: 1 to 1000000, or 0 for the default (mate.memory.budget.profile-tokens)."`
 }
 
 type agentInput struct {
@@ -364,17 +379,47 @@ func (h wsHandlers) patchAgent(ctx context.Context, in *agentInput) (*httpapi.Re
 		return nil, err
 	}
 	b := in.Body
-	if b.Language == nil && b.Timezone == nil {
-		return nil, httpapi.BadRequest(`nothing to change: send "language" (zh, en) and/or "timezone" (e.g. Asia/Shanghai)`)
+	if b.Language == nil && b.Timezone == nil && b.MemoryBudgetTokens == nil && b.ProfileBudgetTokens == nil {
+		return nil, httpapi.BadRequest(`nothing to change: send "language" (zh, en), "timezone" (e.g. Asia/Shanghai), "memoryBudgetTokens" and/or "profileBudgetTokens"`)
 	}
 	if (b.Language != nil && *b.Language == "") || (b.Timezone != nil && *b.Timezone == "") {
 		return nil, httpapi.BadRequest("language and timezone must not be empty strings; leave a setting out to keep it")
+	}
+	// The budgets are checked first, and the language and time zone by UpdateAgent before the
+	// budgets are written, so a bad value changes nothing.
+	if err := workspace.ValidateBudgets(b.MemoryBudgetTokens, b.ProfileBudgetTokens); err != nil {
+		return nil, err
 	}
 	a, err := h.ws.UpdateAgent(ctx, in.AgentID, deref(b.Language), deref(b.Timezone))
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.OK(viewAgent(a)), nil
+	budgets, err := h.ws.SetBudgets(ctx, in.AgentID, b.MemoryBudgetTokens, b.ProfileBudgetTokens)
+	if err != nil {
+		return nil, err
+	}
+	return httpapi.OK(viewAgent(a, budgets)), nil
+}
+
+type overBudgetInput struct {
+	Limit int `query:"limit" minimum:"1" maximum:"1000" default:"100" doc:"At most this many files."`
+}
+
+// OverBudgetList is the core files over their budgets.
+type OverBudgetList struct {
+	Count int                    `json:"count"`
+	Files []workspace.OverBudget `json:"files"`
+}
+
+func (h wsHandlers) overBudget(ctx context.Context, in *overBudgetInput) (*httpapi.Response[OverBudgetList], error) {
+	if err := httpapi.Admin(ctx); err != nil {
+		return nil, err
+	}
+	files, err := h.ws.ListOverBudget(ctx, in.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return httpapi.OK(OverBudgetList{Count: len(files), Files: files}), nil
 }
 
 func deref[T any](p *T) T {

@@ -85,6 +85,10 @@ type FileInfo struct {
 	Enabled    bool      `json:"enabled"`
 	FileSize   int64     `json:"fileSize"`
 	UpdateTime time.Time `json:"updateTime"`
+	// Tokens and BudgetTokens are set for a budgeted core file (MEMORY.md, PROFILE.md): the
+	// tokens its content takes and the budget it should keep to.
+	Tokens       *int `json:"tokens,omitempty"`
+	BudgetTokens *int `json:"budgetTokens,omitempty"`
 }
 
 // ListResult is the output of list_workspace_memory_files.
@@ -104,6 +108,9 @@ type ReadResult struct {
 	UpdateTime time.Time `json:"updateTime"`
 	// Version is what write_workspace_memory_file's expectedVersion takes.
 	Version int64 `json:"version"`
+	// Tokens and BudgetTokens are set for a budgeted core file, as in FileInfo.
+	Tokens       *int `json:"tokens,omitempty"`
+	BudgetTokens *int `json:"budgetTokens,omitempty"`
 }
 
 // WriteResult is the output of write_workspace_memory_file.
@@ -239,7 +246,8 @@ func (t *Tools) list(ctx context.Context, agentID int64, prefix string) (ListRes
 	}
 	out := ListResult{AgentID: agentID, Count: len(infos), Files: make([]FileInfo, 0, len(infos))}
 	for _, f := range infos {
-		out.Files = append(out.Files, FileInfo{Filename: f.Filename, Enabled: f.Enabled, FileSize: f.FileSize, UpdateTime: f.UpdateTime})
+		out.Files = append(out.Files, FileInfo{Filename: f.Filename, Enabled: f.Enabled, FileSize: f.FileSize, UpdateTime: f.UpdateTime,
+			Tokens: f.Tokens, BudgetTokens: f.BudgetTokens})
 	}
 	return out, nil
 }
@@ -250,7 +258,7 @@ func (t *Tools) read(ctx context.Context, agentID int64, name string) (ReadResul
 		return ReadResult{}, err
 	}
 	return ReadResult{AgentID: agentID, Filename: f.Filename, Enabled: f.Enabled, FileSize: f.FileSize,
-		Content: f.Content, UpdateTime: f.UpdateTime, Version: f.Version}, nil
+		Content: f.Content, UpdateTime: f.UpdateTime, Version: f.Version, Tokens: f.Tokens, BudgetTokens: f.BudgetTokens}, nil
 }
 
 func (t *Tools) write(ctx context.Context, agentID int64, lang, name, content string, expect int64, ch workspace.Change) (WriteResult, error) {

@@ -131,14 +131,8 @@ func (s *Service) budgetsOf(db *gorm.DB, agentID int64) (AgentBudgets, error) {
 // SetBudgets overrides an agent's budgets: nil leaves one as it is, 0 returns it to the
 // default, 1 to MaxBudgetTokens sets it.
 func (s *Service) SetBudgets(ctx context.Context, agentID int64, memory, profile *int) (AgentBudgets, error) {
-	for _, v := range []struct {
-		name string
-		p    *int
-	}{{MemoryFile, memory}, {ProfileFile, profile}} {
-		if v.p != nil && (*v.p < 0 || *v.p > MaxBudgetTokens) {
-			return AgentBudgets{}, invalidf("the budget of %s must be 1 to %d tokens, or 0 for the default (%s), got %d",
-				v.name, MaxBudgetTokens, "mate.memory.budget.*", *v.p)
-		}
+	if err := ValidateBudgets(memory, profile); err != nil {
+		return AgentBudgets{}, err
 	}
 	if _, err := s.EnsureAgent(ctx, agentID); err != nil {
 		return AgentBudgets{}, err
@@ -164,6 +158,21 @@ func (s *Service) SetBudgets(ctx context.Context, agentID int64, memory, profile
 		return AgentBudgets{}, fmt.Errorf("set budgets of agent %d: %w", agentID, err)
 	}
 	return s.Budgets(ctx, agentID)
+}
+
+// ValidateBudgets checks budgets as SetBudgets takes them, so that a caller changing more
+// than the budgets can refuse a bad one before it changes anything.
+func ValidateBudgets(memory, profile *int) error {
+	for _, v := range []struct {
+		name string
+		p    *int
+	}{{MemoryFile, memory}, {ProfileFile, profile}} {
+		if v.p != nil && (*v.p < 0 || *v.p > MaxBudgetTokens) {
+			return invalidf("the budget of %s must be 1 to %d tokens, or 0 for the default (mate.memory.budget.*), got %d",
+				v.name, MaxBudgetTokens, *v.p)
+		}
+	}
+	return nil
 }
 
 // annotate sets a budgeted file's tokens and budget.
