@@ -8,6 +8,7 @@ type metrics struct {
 	llmCalls    prometheus.Counter
 	flushes     *prometheus.CounterVec
 	waiting     prometheus.Gauge
+	cuts        *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) metrics {
@@ -29,9 +30,13 @@ func newMetrics(reg prometheus.Registerer) metrics {
 			Name: "matememory_context_summary_waiting",
 			Help: "Requests waiting for a summary another replica is computing.",
 		}),
+		cuts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "matememory_context_workspace_cuts_total",
+			Help: "Workspace files cut or left out of a context window's system message because it could not hold them, by file (core file names, else other).",
+		}, []string{"file"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.compactions, m.llmCalls, m.flushes, m.waiting)
+		reg.MustRegister(m.requests, m.compactions, m.llmCalls, m.flushes, m.waiting, m.cuts)
 	}
 	return m
 }

@@ -325,6 +325,9 @@ type Result struct {
 	Warnings []string `json:"warnings,omitempty"`
 	// Recall reports the recall step, when asked for.
 	Recall *RecallInfo `json:"recall,omitempty"`
+	// WorkspaceCut lists the workspace files the system message could not hold whole: each
+	// is cut, or left out, with a marker the model sees, and a warning says so.
+	WorkspaceCut []WorkspaceCut `json:"workspaceCut,omitempty"`
 }
 
 // assembly is the working state of one request.
@@ -395,11 +398,14 @@ func (s *Service) assemble(ctx context.Context, req Request, emergency bool) (*R
 	a.res.Tokenizer, a.res.Exact = a.tk.Name(), a.tk.Exact()
 	a.ck = conversationKey(req.AgentID, req.ConversationID, a.lang)
 
-	sysText := joinSystem(req.SystemPrompt, injection)
-	if s.recall != nil {
-		sysText = joinSystem(sysText, searchGuidance(a.lang))
+	system := func(injection string) Message {
+		text := joinSystem(req.SystemPrompt, injection)
+		if s.recall != nil {
+			text = joinSystem(text, searchGuidance(a.lang))
+		}
+		return Message{Role: RoleSystem, Content: text}
 	}
-	sys := Message{Role: RoleSystem, Content: sysText}
+	sys := system(injection)
 	if sys.Content != "" {
 		a.sysTok = s.counts.message(a.tk, sys)
 	}
@@ -408,6 +414,9 @@ func (s *Service) assemble(ctx context.Context, req Request, emergency bool) (*R
 	budget := req.MaxInputTokens
 	if budget == 0 {
 		budget = s.cfg.DefaultMaxInputTokens
+	}
+	if a.sysTok+a.curTok+tokens.ReplyPriming > budget && strings.TrimSpace(injection) != "" {
+		injection, sys = s.cutWorkspace(a, injection, budget, system)
 	}
 	recallTok := 0
 	if req.Recall != nil {
