@@ -20,6 +20,7 @@ import (
 	"github.com/matememory/matememory/pkg/lease"
 	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/scheduler"
+	"github.com/matememory/matememory/pkg/workspace"
 )
 
 type streamRow struct {
@@ -68,6 +69,9 @@ type opsData struct {
 	RunsChart         template.HTML
 	LatChart          template.HTML
 	LagChart          template.HTML
+	// OverBudget are the core files over their budgets (issue 22), OverErr why they are not.
+	OverBudget []workspace.OverBudget
+	OverErr    string
 }
 
 // opsPage is the operator's view: streams and consumer lag, the scheduler leader, dead
@@ -110,6 +114,9 @@ func (c *Console) opsPage(q *req) error {
 	d.RunsChart = runsPerHour(runs, now, q.lang.T("ops.chart"))
 	d.LatChart = latencyChart(runs, q.lang.T("ops.latency"))
 	d.LagChart = lagChart(d.Streams, q.lang.T("ops.pending"))
+	if d.OverBudget, err = c.d.Workspace.ListOverBudget(ctx, 100); err != nil {
+		d.OverErr = err.Error()
+	}
 	return c.render(q, http.StatusOK, "ops", q.lang.T("ops.title"), "ops", d)
 }
 

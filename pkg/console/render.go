@@ -40,6 +40,19 @@ func loadPages() (*pages, error) {
 			return fmt.Sprintf("%.1f KB", float64(n)/1024)
 		},
 		"join": strings.Join,
+		// pct is a budgeted file's use of its budget, in percent (0 without a budget).
+		"pct": func(tokens, budget *int) int {
+			if tokens == nil || budget == nil || *budget <= 0 {
+				return 0
+			}
+			return *tokens * 100 / *budget
+		},
+		"deref": func(p *int) int {
+			if p == nil {
+				return 0
+			}
+			return *p
+		},
 		"add":  func(a, b int) int { return a + b },
 		"list": func(s ...string) []string { return s },
 		"dict": func(kv ...any) (map[string]any, error) {
