@@ -44,6 +44,7 @@ __all__ = [
     'EnvelopeListToolDefinition',
     'EnvelopeMapStringString',
     'EnvelopeMessages',
+    'EnvelopeOverBudgetList',
     'EnvelopeRecallResult',
     'EnvelopeStatus',
     'EnvelopeSummarizerDeadLetters',
@@ -70,6 +71,7 @@ __all__ = [
     'MessageIn',
     'Messages',
     'MessagesBody',
+    'OverBudgetList',
     'PatchBody',
     'PromptFilesBody',
     'PutBody',
@@ -101,10 +103,13 @@ __all__ = [
     'WindowResult',
     'WindowTokens',
     'WindowToolCall',
+    'WindowWorkspaceCut',
+    'WorkspaceAgentBudgets',
     'WorkspaceAgentSummary',
     'WorkspaceFile',
     'WorkspaceHistoryEntry',
     'WorkspaceInfo',
+    'WorkspaceOverBudget',
     'WriteResult',
 ]
 
@@ -112,6 +117,7 @@ __all__ = [
 class Agent(TypedDict):
     """The Agent schema."""
     agentId: int
+    budgets: WorkspaceAgentBudgets
     createTime: str
     language: str
     timezone: str
@@ -121,6 +127,10 @@ class AgentBody(TypedDict):
     """The AgentBody schema."""
     language: NotRequired[Literal['zh', 'en']]
     "The language of the agent's files and prompts."
+    memoryBudgetTokens: NotRequired[int]
+    "MEMORY.md's token budget for this agent: 1 to 1000000, or 0 for the default (mate.memory.budget.memory-tokens)."
+    profileBudgetTokens: NotRequired[int]
+    "PROFILE.md's token budget for this agent: 1 to 1000000, or 0 for the default (mate.memory.budget.profile-tokens)."
     timezone: NotRequired[str]
     "An IANA time zone."
 
@@ -477,6 +487,15 @@ class EnvelopeMessages(TypedDict):
     "Empty on success."
 
 
+class EnvelopeOverBudgetList(TypedDict):
+    """The EnvelopeOverBudgetList schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: OverBudgetList
+    msg: NotRequired[str]
+    "Empty on success."
+
+
 class EnvelopeRecallResult(TypedDict):
     """The EnvelopeRecallResult schema."""
     code: int
@@ -740,6 +759,12 @@ class MessagesBody(TypedDict):
     "A tool message's call id."
     toolCalls: NotRequired[Any]
     "An assistant message's OpenAI tool calls (a JSON array)."
+
+
+class OverBudgetList(TypedDict):
+    """The OverBudgetList schema."""
+    count: int
+    files: list[WorkspaceOverBudget] | None
 
 
 class PatchBody(TypedDict):
@@ -1038,6 +1063,7 @@ class WindowResult(TypedDict):
     tokens: WindowTokens
     trimmed: int
     warnings: NotRequired[list[str] | None]
+    workspaceCut: NotRequired[list[WindowWorkspaceCut] | None]
 
 
 class WindowTokens(TypedDict):
@@ -1062,6 +1088,23 @@ class WindowToolCall(TypedDict):
     type: str
 
 
+class WindowWorkspaceCut(TypedDict):
+    """The WindowWorkspaceCut schema."""
+    filename: str
+    keptLines: int
+    keptTokens: int
+    lines: int
+    tokens: int
+
+
+class WorkspaceAgentBudgets(TypedDict):
+    """The WorkspaceAgentBudgets schema."""
+    memoryOverridden: bool
+    memoryTokens: int
+    profileOverridden: bool
+    profileTokens: int
+
+
 class WorkspaceAgentSummary(TypedDict):
     """The WorkspaceAgentSummary schema."""
     agentId: int
@@ -1075,12 +1118,14 @@ class WorkspaceAgentSummary(TypedDict):
 class WorkspaceFile(TypedDict):
     """The WorkspaceFile schema."""
     agentId: int
+    budgetTokens: NotRequired[int]
     content: str
     createTime: str
     enabled: bool
     fileSize: int
     filename: str
     sortOrder: int
+    tokens: NotRequired[int]
     updateTime: str
     version: int
 
@@ -1099,10 +1144,22 @@ class WorkspaceHistoryEntry(TypedDict):
 
 class WorkspaceInfo(TypedDict):
     """The WorkspaceInfo schema."""
+    budgetTokens: NotRequired[int]
     enabled: bool
     fileSize: int
     filename: str
     sortOrder: int
+    tokens: NotRequired[int]
+    updateTime: str
+    version: int
+
+
+class WorkspaceOverBudget(TypedDict):
+    """The WorkspaceOverBudget schema."""
+    agentId: int
+    budgetTokens: int
+    filename: str
+    tokens: int
     updateTime: str
     version: int
 
@@ -1110,6 +1167,7 @@ class WorkspaceInfo(TypedDict):
 class WriteResult(TypedDict):
     """The WriteResult schema."""
     agentId: int
+    budgetTokens: NotRequired[int]
     content: str
     createTime: str
     created: bool
@@ -1117,5 +1175,6 @@ class WriteResult(TypedDict):
     fileSize: int
     filename: str
     sortOrder: int
+    tokens: NotRequired[int]
     updateTime: str
     version: int

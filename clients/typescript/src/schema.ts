@@ -4,6 +4,26 @@
  */
 
 export interface paths {
+    "/api/v1/admin/agents/over-budget": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The core files over their token budgets (admin key)
+         * @description Every agent's MEMORY.md and PROFILE.md counted now with the agents' tokenizer, by agent id then file; a context request cuts such a file explicitly when it does not fit (docs/window.md).
+         */
+        get: operations["listOverBudget"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/dlq": {
         parameters: {
             query?: never;
@@ -82,7 +102,10 @@ export interface paths {
         delete: operations["eraseAgent"];
         options?: never;
         head?: never;
-        /** Change an agent's settings (language, timezone) */
+        /**
+         * Change an agent's settings (language, timezone, core file budgets)
+         * @description memoryBudgetTokens and profileBudgetTokens override mate.memory.budget.* for this agent (0 returns to the default).
+         */
         patch: operations["updateAgent"];
         trace?: never;
     };
@@ -726,6 +749,7 @@ export interface components {
         Agent: {
             /** Format: int64 */
             agentId: number;
+            budgets: components["schemas"]["WorkspaceAgentBudgets"];
             /** Format: date-time */
             createTime: string;
             /** @example zh */
@@ -739,6 +763,18 @@ export interface components {
              * @enum {string}
              */
             language?: "zh" | "en";
+            /**
+             * Format: int64
+             * @description MEMORY.md's token budget for this agent: 1 to 1000000, or 0 for the default (mate.memory.budget.memory-tokens).
+             * @example 4000
+             */
+            memoryBudgetTokens?: number;
+            /**
+             * Format: int64
+             * @description PROFILE.md's token budget for this agent: 1 to 1000000, or 0 for the default (mate.memory.budget.profile-tokens).
+             * @example 1200
+             */
+            profileBudgetTokens?: number;
             /**
              * @description An IANA time zone.
              * @example Asia/Shanghai
@@ -1184,6 +1220,17 @@ export interface components {
             /** @description Empty on success. */
             msg?: string;
         };
+        EnvelopeOverBudgetList: {
+            /**
+             * Format: int64
+             * @description The HTTP status code, repeated.
+             * @example 200
+             */
+            code: number;
+            data: components["schemas"]["OverBudgetList"];
+            /** @description Empty on success. */
+            msg?: string;
+        };
         EnvelopeRecallResult: {
             /**
              * Format: int64
@@ -1502,6 +1549,11 @@ export interface components {
             toolCallId?: string;
             /** @description An assistant message's OpenAI tool calls (a JSON array). */
             toolCalls?: unknown;
+        };
+        OverBudgetList: {
+            /** Format: int64 */
+            count: number;
+            files: components["schemas"]["WorkspaceOverBudget"][] | null;
         };
         PatchBody: {
             /** @description Whether the file is injected into the system prompt. */
@@ -1853,6 +1905,7 @@ export interface components {
             /** Format: int64 */
             trimmed: number;
             warnings?: string[] | null;
+            workspaceCut?: components["schemas"]["WindowWorkspaceCut"][] | null;
         };
         WindowTokens: {
             /** Format: int64 */
@@ -1883,6 +1936,25 @@ export interface components {
             id: string;
             type: string;
         };
+        WindowWorkspaceCut: {
+            filename: string;
+            /** Format: int64 */
+            keptLines: number;
+            /** Format: int64 */
+            keptTokens: number;
+            /** Format: int64 */
+            lines: number;
+            /** Format: int64 */
+            tokens: number;
+        };
+        WorkspaceAgentBudgets: {
+            memoryOverridden: boolean;
+            /** Format: int64 */
+            memoryTokens: number;
+            profileOverridden: boolean;
+            /** Format: int64 */
+            profileTokens: number;
+        };
         WorkspaceAgentSummary: {
             /** Format: int64 */
             agentId: number;
@@ -1898,6 +1970,8 @@ export interface components {
         WorkspaceFile: {
             /** Format: int64 */
             agentId: number;
+            /** Format: int64 */
+            budgetTokens?: number;
             content: string;
             /** Format: date-time */
             createTime: string;
@@ -1907,6 +1981,8 @@ export interface components {
             filename: string;
             /** Format: int64 */
             sortOrder: number;
+            /** Format: int64 */
+            tokens?: number;
             /** Format: date-time */
             updateTime: string;
             /** Format: int64 */
@@ -1926,12 +2002,29 @@ export interface components {
             version: number;
         };
         WorkspaceInfo: {
+            /** Format: int64 */
+            budgetTokens?: number;
             enabled: boolean;
             /** Format: int64 */
             fileSize: number;
             filename: string;
             /** Format: int64 */
             sortOrder: number;
+            /** Format: int64 */
+            tokens?: number;
+            /** Format: date-time */
+            updateTime: string;
+            /** Format: int64 */
+            version: number;
+        };
+        WorkspaceOverBudget: {
+            /** Format: int64 */
+            agentId: number;
+            /** Format: int64 */
+            budgetTokens: number;
+            filename: string;
+            /** Format: int64 */
+            tokens: number;
             /** Format: date-time */
             updateTime: string;
             /** Format: int64 */
@@ -1940,6 +2033,8 @@ export interface components {
         WriteResult: {
             /** Format: int64 */
             agentId: number;
+            /** Format: int64 */
+            budgetTokens?: number;
             content: string;
             /** Format: date-time */
             createTime: string;
@@ -1950,6 +2045,8 @@ export interface components {
             filename: string;
             /** Format: int64 */
             sortOrder: number;
+            /** Format: int64 */
+            tokens?: number;
             /** Format: date-time */
             updateTime: string;
             /** Format: int64 */
@@ -1964,6 +2061,65 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    listOverBudget: {
+        parameters: {
+            query?: {
+                /** @description At most this many files. */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnvelopeOverBudgetList"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
     listDeadLetters: {
         parameters: {
             query?: {
