@@ -163,3 +163,27 @@ func (c *Client) RetryDeadLetter(ctx context.Context, seq uint64) (*RetriedLette
 	}
 	return &out, nil
 }
+
+// OverBudget is a core file over its token budget.
+type OverBudget struct {
+	AgentID      int64     `json:"agentId"`
+	Filename     string    `json:"filename"`
+	Tokens       int       `json:"tokens"`
+	BudgetTokens int       `json:"budgetTokens"`
+	Version      int64     `json:"version"`
+	UpdateTime   time.Time `json:"updateTime"`
+}
+
+// ListOverBudget lists the core files over their budgets, by agent id then file (admin
+// key), at most limit (0: the server's default).
+func (c *Client) ListOverBudget(ctx context.Context, limit int) ([]OverBudget, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out struct {
+		Files []OverBudget `json:"files"`
+	}
+	_, err := c.do(ctx, request{method: http.MethodGet, path: "/api/v1/admin/agents/over-budget", query: q}, &out)
+	return out.Files, err
+}

@@ -27,6 +27,9 @@ type File struct {
 	Version    int64     `json:"version"`
 	CreateTime time.Time `json:"createTime"`
 	UpdateTime time.Time `json:"updateTime"`
+	// Tokens and BudgetTokens are set for a budgeted core file (MEMORY.md, PROFILE.md).
+	Tokens       *int `json:"tokens,omitempty"`
+	BudgetTokens *int `json:"budgetTokens,omitempty"`
 }
 
 // FileInfo is a file in a listing (no content).
@@ -37,6 +40,9 @@ type FileInfo struct {
 	SortOrder  int       `json:"sortOrder"`
 	Version    int64     `json:"version"`
 	UpdateTime time.Time `json:"updateTime"`
+	// Tokens and BudgetTokens are set for a budgeted core file, as in File.
+	Tokens       *int `json:"tokens,omitempty"`
+	BudgetTokens *int `json:"budgetTokens,omitempty"`
 }
 
 // HistoryEntry is a previous version of a file and who replaced it.
@@ -70,6 +76,32 @@ type Agent struct {
 	Language   string    `json:"language"`
 	Timezone   string    `json:"timezone"`
 	CreateTime time.Time `json:"createTime"`
+	Budgets    Budgets   `json:"budgets"`
+}
+
+// Budgets are an agent's token budgets of its core files and whether each is its own.
+type Budgets struct {
+	MemoryTokens      int  `json:"memoryTokens"`
+	ProfileTokens     int  `json:"profileTokens"`
+	MemoryOverridden  bool `json:"memoryOverridden"`
+	ProfileOverridden bool `json:"profileOverridden"`
+}
+
+// SetAgentBudgets overrides an agent's core file budgets: nil leaves one as it is, 0 returns
+// it to the server's default.
+func (c *Client) SetAgentBudgets(ctx context.Context, agentID int64, memoryTokens, profileTokens *int) (*Agent, error) {
+	body := map[string]int{}
+	if memoryTokens != nil {
+		body["memoryBudgetTokens"] = *memoryTokens
+	}
+	if profileTokens != nil {
+		body["profileBudgetTokens"] = *profileTokens
+	}
+	var a Agent
+	if _, err := c.do(ctx, request{method: http.MethodPatch, path: agentPath(agentID), body: body}, &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
 }
 
 func ifMatch(version int64) http.Header {
