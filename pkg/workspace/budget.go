@@ -58,12 +58,12 @@ type budgetMetrics struct {
 func newBudgetMetrics(r prometheus.Registerer) budgetMetrics {
 	m := budgetMetrics{
 		ratio: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "mate_workspace_budget_use_ratio",
+			Name:    "matememory_workspace_budget_use_ratio",
 			Help:    "A budgeted core file's tokens over its budget, observed at each write, by file.",
 			Buckets: []float64{0.25, 0.5, 0.75, 0.9, 1, 1.25, 1.5, 2, 4},
 		}, []string{"file"}),
 		over: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "mate_workspace_over_budget_writes_total",
+			Name: "matememory_workspace_over_budget_writes_total",
 			Help: "Writes that left a budgeted core file over its budget, by file.",
 		}, []string{"file"}),
 	}
