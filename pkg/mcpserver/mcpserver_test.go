@@ -161,6 +161,15 @@ func exercise(t *testing.T, cs *mcp.ClientSession, agentID int64) {
 	if r.Content != "# MCP\nlikes: tea\n" || r.AgentID != agentID {
 		t.Fatalf("read = %+v", r)
 	}
+	// A budgeted core file carries its tokens and budget (issue 22); the output schema says so.
+	var mem tool.ReadResult
+	ok(t, call(t, cs, tool.ReadFile, map[string]any{"filename": "MEMORY.md"}), &mem)
+	if mem.Tokens == nil || *mem.Tokens <= 0 || mem.BudgetTokens == nil || *mem.BudgetTokens != 2000 {
+		t.Fatalf("MEMORY.md read without its tokens and budget: %v / %v", mem.Tokens, mem.BudgetTokens)
+	}
+	if r.Tokens != nil || r.BudgetTokens != nil {
+		t.Fatalf("%s has no budget, yet reports one", name)
+	}
 	var e tool.EditResult
 	ok(t, call(t, cs, tool.EditFile, map[string]any{"filename": name, "oldText": "tea", "newText": "green tea"}), &e)
 	if e.Replacements != 1 || e.FileSizeAfter != int64(len("# MCP\nlikes: green tea\n")) {
