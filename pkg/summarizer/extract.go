@@ -109,8 +109,13 @@ func (p *llmProvider) extract(ctx context.Context, in extractInput) (extractOutp
 	}
 	// memory_update and profile_update are whole files: the spec's summary-max-tokens alone
 	// would cut any MEMORY.md above a few KB, so the files' size is added (about one token
-	// per three bytes, generous for English, about right for Chinese).
+	// per three bytes, generous for English, about right for Chinese). A template that asks
+	// for memory_edits/profile_edits gets an answer that grows with the change, not with the
+	// files: summary-max-tokens for the daily entry and as much again for the edits.
 	budget := min(p.maxTokens+(len(in.Memory)+len(in.Profile))/3, maxOutputTokens)
+	if userTemplate, err := p.prompts.Load(prompt.SummarizeUser, in.Language); err == nil && asksForEdits(sys, userTemplate) {
+		budget = min(2*p.maxTokens, maxOutputTokens)
+	}
 	resp, err := p.c.Complete(ctx, llm.Request{
 		Messages:  []llm.Message{{Role: "system", Content: sys}, {Role: "user", Content: user}},
 		MaxTokens: budget,
@@ -147,6 +152,18 @@ func (p *llmProvider) extract(ctx context.Context, in extractInput) (extractOutp
 	}
 	out.Extraction = ex
 	return out, nil
+}
+
+// asksForEdits reports whether the templates ask for edits (they name memory_edits or
+// profile_edits) rather than only the spec's whole files. The templates are looked at
+// unrendered, so that a file or transcript that mentions the fields does not count.
+func asksForEdits(templates ...string) bool {
+	for _, t := range templates {
+		if strings.Contains(t, "memory_edits") || strings.Contains(t, "profile_edits") {
+			return true
+		}
+	}
+	return false
 }
 
 // offlineProvider writes an extractive digest of the transcript to the daily note and

@@ -6,15 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/matememory/matememory/pkg/memedit"
 )
 
-// Extraction is the model's answer: the spec's five fields.
+// Extraction is the model's answer: the spec's five fields, or, for either file, its edits
+// instead of the whole new file (issue 22).
 type Extraction struct {
 	ShouldUpdate  bool
 	Reason        string
 	DailyEntry    string
 	MemoryUpdate  string
 	ProfileUpdate string
+	// MemoryEdits and ProfileEdits change the file in place (pkg/memedit); a file gets its
+	// whole new content or its edits, never both.
+	MemoryEdits  []memedit.Edit
+	ProfileEdits []memedit.Edit
 }
 
 // errNoJSON: the answer holds no JSON object with the expected fields.
@@ -23,7 +30,9 @@ var errNoJSON = errors.New("no JSON object with should_update found in the model
 // ParseExtraction reads the model's answer tolerantly: the JSON object may be wrapped in a
 // markdown code fence or surrounded by prose; the first object that carries should_update
 // is taken. should_update must be a boolean (or the string "true"/"false"); the other four
-// fields must be strings when present (null or absent means empty).
+// fields must be strings when present (null or absent means empty). memory_edits and
+// profile_edits, when present, must be lists of edits (memedit.Parse), and a file's edits
+// exclude its whole-file field.
 func ParseExtraction(answer string) (Extraction, error) {
 	s := strings.TrimSpace(answer)
 	var firstErr error
@@ -72,6 +81,24 @@ func fromRaw(raw map[string]json.RawMessage) (Extraction, error) {
 	str("daily_entry", &e.DailyEntry)
 	str("memory_update", &e.MemoryUpdate)
 	str("profile_update", &e.ProfileUpdate)
+	edits := func(name, whole string, text string, dst *[]memedit.Edit) {
+		v, ok := raw[name]
+		if !ok {
+			return
+		}
+		list, err := memedit.Parse(name, v)
+		if err != nil {
+			problems = append(problems, err.Error())
+			return
+		}
+		if len(list) > 0 && strings.TrimSpace(text) != "" {
+			problems = append(problems, fmt.Sprintf("%s and %s are both given: send the whole file or its edits, not both", whole, name))
+			return
+		}
+		*dst = list
+	}
+	edits("memory_edits", "memory_update", e.MemoryUpdate, &e.MemoryEdits)
+	edits("profile_edits", "profile_update", e.ProfileUpdate, &e.ProfileEdits)
 	if len(problems) > 0 {
 		return Extraction{}, fmt.Errorf("the model's JSON is not the expected shape: %s", strings.Join(problems, "; "))
 	}

@@ -1,9 +1,11 @@
 package summarizer
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/matememory/matememory/pkg/memedit"
 	"github.com/matememory/matememory/pkg/store"
 )
 
@@ -15,10 +17,10 @@ func TestParseExtraction(t *testing.T) {
 		want   Extraction
 		errHas string
 	}{
-		{"plain", full, Extraction{true, "r", "- d", "m", "p"}, ""},
-		{"fenced", "```json\n" + full + "\n```", Extraction{true, "r", "- d", "m", "p"}, ""},
-		{"prose around", "Here is the result:\n" + full + "\nHope this helps {really}.", Extraction{true, "r", "- d", "m", "p"}, ""},
-		{"braces in prose before", "Use {curly} braces. " + full, Extraction{true, "r", "- d", "m", "p"}, ""},
+		{"plain", full, Extraction{ShouldUpdate: true, Reason: "r", DailyEntry: "- d", MemoryUpdate: "m", ProfileUpdate: "p"}, ""},
+		{"fenced", "```json\n" + full + "\n```", Extraction{ShouldUpdate: true, Reason: "r", DailyEntry: "- d", MemoryUpdate: "m", ProfileUpdate: "p"}, ""},
+		{"prose around", "Here is the result:\n" + full + "\nHope this helps {really}.", Extraction{ShouldUpdate: true, Reason: "r", DailyEntry: "- d", MemoryUpdate: "m", ProfileUpdate: "p"}, ""},
+		{"braces in prose before", "Use {curly} braces. " + full, Extraction{ShouldUpdate: true, Reason: "r", DailyEntry: "- d", MemoryUpdate: "m", ProfileUpdate: "p"}, ""},
 		{"nulls and missing", `{"should_update": false, "reason": null}`, Extraction{}, ""},
 		{"string boolean", `{"should_update":"true","daily_entry":"x"}`, Extraction{ShouldUpdate: true, DailyEntry: "x"}, ""},
 		{"braces inside strings", `{"should_update":true,"daily_entry":"- a {b} \"c\" }"}`, Extraction{ShouldUpdate: true, DailyEntry: `- a {b} "c" }`}, ""},
@@ -26,6 +28,12 @@ func TestParseExtraction(t *testing.T) {
 		{"no json", "I cannot help with that.", Extraction{}, "no JSON object"},
 		{"cut off", `{"should_update":true,"daily_entry":"- a`, Extraction{}, "no JSON object"},
 		{"other object", `{"answer": 42}`, Extraction{}, "no JSON object"},
+		{"edits", `{"should_update":true,"daily_entry":"- d","memory_edits":[{"op":"add","under":"## Preferences","text":"- likes tea"}],"profile_edits":[{"op":"replace","old":"Paris","new":"Berlin"}],"memory_update":"","profile_update":null}`,
+			Extraction{ShouldUpdate: true, DailyEntry: "- d", MemoryEdits: []memedit.Edit{{Op: "add", Under: "## Preferences", Text: "- likes tea"}},
+				ProfileEdits: []memedit.Edit{{Op: "replace", Old: "Paris", New: "Berlin"}}}, ""},
+		{"empty edits", `{"should_update":true,"memory_edits":[],"profile_edits":null}`, Extraction{ShouldUpdate: true, MemoryEdits: []memedit.Edit{}}, ""},
+		{"bad edit", `{"should_update":true,"memory_edits":[{"op":"append","text":"x"}]}`, Extraction{}, `memory_edits[0]: op must be add, replace or delete, got "append"`},
+		{"edits and whole file", `{"should_update":true,"memory_update":"# M","memory_edits":[{"op":"delete","old":"x"}]}`, Extraction{}, "memory_update and memory_edits are both given"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -39,7 +47,7 @@ func TestParseExtraction(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got != tc.want {
+			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %+v want %+v", got, tc.want)
 			}
 		})

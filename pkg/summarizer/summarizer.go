@@ -32,6 +32,7 @@ import (
 	"github.com/matememory/matememory/pkg/lease"
 	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/llm"
+	"github.com/matememory/matememory/pkg/memedit"
 	"github.com/matememory/matememory/pkg/prompt"
 	"github.com/matememory/matememory/pkg/ratelog"
 	"github.com/matememory/matememory/pkg/store"
@@ -766,13 +767,27 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, a *attem
 			break
 		}
 		conflict := false
-		for _, f := range []struct{ name, text string }{{ProfileFile, out.ProfileUpdate}, {MemoryFile, out.MemoryUpdate}} {
+		for _, f := range []struct {
+			name, text, field string
+			edits             []memedit.Edit
+		}{{ProfileFile, out.ProfileUpdate, "profile_edits", out.ProfileEdits}, {MemoryFile, out.MemoryUpdate, "memory_edits", out.MemoryEdits}} {
+			old, exists := cur[f.name]
+			if len(f.edits) > 0 {
+				// Edits apply to the file as read for this round (the version written against
+				// below), all or nothing. A missing or ambiguous anchor refuses them; the LLM
+				// is not asked again (docs/pipeline.md, "Edits").
+				applied, err := memedit.Apply(old.Content, f.edits)
+				if err != nil {
+					refusals = append(refusals, f.name+": "+f.field+" refused, file unchanged: "+err.Error())
+					continue
+				}
+				f.text = applied
+			}
 			text := strings.TrimSpace(guard.Redact(f.text))
 			if text == "" {
 				continue
 			}
 			text += "\n"
-			old, exists := cur[f.name]
 			if strings.TrimSpace(old.Content) == strings.TrimSpace(text) {
 				continue
 			}

@@ -1,0 +1,219 @@
+package summarizer
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/matememory/matememory/pkg/llm"
+	"github.com/matememory/matememory/pkg/llm/llmtest"
+	"github.com/matememory/matememory/pkg/prompt"
+	"github.com/matememory/matememory/pkg/store"
+	"github.com/matememory/matememory/pkg/store/storetest"
+	"github.com/matememory/matememory/pkg/workspace"
+)
+
+const editsMemory = "# MEMORY.md\n\n## Preferences\n- likes coffee\n\n## Projects\n- Apollo: migration in Q2\n- Hermes: paused\n"
+
+// seedFile writes name's content for the agent as a person would (over REST).
+func seedFile(t *testing.T, h *harness, agentID int64, name, content string) {
+	t.Helper()
+	ctx := context.Background()
+	expect := workspace.CreateOnly
+	if f, err := h.ws.Get(ctx, agentID, name); err == nil {
+		expect = f.Version
+	}
+	if _, _, err := h.ws.Write(ctx, agentID, name, content, expect, workspace.Change{Actor: store.ActorAPI}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func dailyNotes(t *testing.T, h *harness, agentID int64) string {
+	t.Helper()
+	notes, err := h.ws.ListContent(context.Background(), agentID, "memory/", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, n := range notes {
+		b.WriteString(n.Content)
+	}
+	return b.String()
+}
+
+// Edits instead of whole files: each file's edits land exactly, and the output budget asked
+// of the model is sized from the change, not from the (here large) files.
+func TestEditsAppliedExactly(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		var maxTokens atomic.Int64
+		fake := llmtest.New(t, func(r llmtest.Received) llmtest.Reply {
+			maxTokens.Store(int64(r.MaxTokens + r.MaxCompletionTokens))
+			return answer(map[string]any{"should_update": true, "reason": "r", "daily_entry": "- talked about tea",
+				"memory_edits": []map[string]string{
+					{"op": "add", "under": "## Preferences", "text": "- likes tea"},
+					{"op": "replace", "old": "migration in Q2", "new": "migration in Q3"},
+					{"op": "delete", "old": "- Hermes: paused"},
+				},
+				"profile_edits": []map[string]string{{"op": "add", "text": "- Name: Alice"}},
+			})
+		})
+		h := newHarness(t, db, withLLM(fake))
+		padding := strings.Repeat("- an old fact that stays as it is, one of many.\n", 200)
+		seedFile(t, h, 11, "MEMORY.md", editsMemory+padding)
+		seedFile(t, h, 11, "PROFILE.md", "# PROFILE.md\n")
+		h.conversation(11, "c1", "t11", 4)
+		h.worker(h.service("w1"))
+		h.publish(completed(11, "c1", "e-edits", 4))
+		eventually(t, 20*time.Second, "settled", func() bool { return h.settled() && len(h.runs("e-edits")) > 0 })
+
+		mem, _ := h.file(11, "MEMORY.md")
+		want := "# MEMORY.md\n\n## Preferences\n- likes coffee\n- likes tea\n\n## Projects\n- Apollo: migration in Q3\n" + padding
+		if mem.Content != want {
+			t.Fatalf("MEMORY.md\n got %q\nwant %q", mem.Content, want)
+		}
+		if prof, _ := h.file(11, "PROFILE.md"); prof.Content != "# PROFILE.md\n- Name: Alice\n" {
+			t.Fatalf("PROFILE.md = %q", prof.Content)
+		}
+		if !strings.Contains(dailyNotes(t, h, 11), "- talked about tea\n") {
+			t.Fatalf("daily note lacks the entry: %q", dailyNotes(t, h, 11))
+		}
+		r := h.runs("e-edits")[0]
+		if r.Status != store.RunCompleted || len(r.FilesChanged) != 3 || r.FilesChanged[0] != "PROFILE.md" || r.FilesChanged[1] != "MEMORY.md" {
+			t.Fatalf("run %+v", r)
+		}
+		// The whole-file budget would be 1000 + the files' bytes / 3 (about 4,000 here).
+		if got := maxTokens.Load(); got != 2*int64(h.set.Memory.SummaryMaxTokens) {
+			t.Fatalf("max tokens %d, want %d (sized from the change)", got, 2*h.set.Memory.SummaryMaxTokens)
+		}
+	})
+}
+
+// A missing or ambiguous anchor refuses that file's edits, all of them: the file is left as
+// it was, the reason is in the ledger, the other file's edits and the daily note still land,
+// and the model is not asked again.
+func TestEditAnchorRefusedLeavesTheFile(t *testing.T) {
+	cases := []struct {
+		name   string
+		edits  []map[string]string
+		reason string
+	}{
+		{"missing heading", []map[string]string{
+			{"op": "replace", "old": "migration in Q2", "new": "migration in Q3"},
+			{"op": "add", "under": "## Hobbies", "text": "- chess"}},
+			`MEMORY.md: memory_edits refused, file unchanged: edit 2 (add): heading "## Hobbies" not found`},
+		{"ambiguous text", []map[string]string{{"op": "delete", "old": "- likes"}},
+			`MEMORY.md: memory_edits refused, file unchanged: edit 1 (delete): text "- likes" is ambiguous: it occurs 2 times`},
+	}
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		for i, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				var calls atomic.Int32
+				fake := llmtest.New(t, func(r llmtest.Received) llmtest.Reply {
+					calls.Add(1)
+					return answer(map[string]any{"should_update": true, "reason": "r", "daily_entry": "- talked about chess",
+						"memory_edits": c.edits, "profile_edits": []map[string]string{{"op": "add", "text": "- Name: Alice"}}})
+				})
+				h := newHarness(t, db, withLLM(fake))
+				agent := int64(20 + i)
+				memory := editsMemory + "- likes tea\n"
+				seedFile(t, h, agent, "MEMORY.md", memory)
+				seedFile(t, h, agent, "PROFILE.md", "# PROFILE.md\n")
+				h.conversation(agent, "c1", "t", 4)
+				h.worker(h.service("w1"))
+				event := fmt.Sprintf("e-anchor-%d", i)
+				h.publish(completed(agent, "c1", event, 4))
+				eventually(t, 20*time.Second, "settled", func() bool { return h.settled() && len(h.runs(event)) > 0 })
+
+				if mem, _ := h.file(agent, "MEMORY.md"); mem.Content != memory {
+					t.Fatalf("MEMORY.md changed:\n%s", mem.Content)
+				}
+				if prof, _ := h.file(agent, "PROFILE.md"); prof.Content != "# PROFILE.md\n- Name: Alice\n" {
+					t.Fatalf("PROFILE.md = %q", prof.Content)
+				}
+				if !strings.Contains(dailyNotes(t, h, agent), "- talked about chess\n") {
+					t.Fatal("the daily note did not land")
+				}
+				r := h.runs(event)
+				if len(r) != 1 || r[0].Status != store.RunRefused || !strings.Contains(r[0].Reason, c.reason) ||
+					len(r[0].FilesChanged) != 2 || r[0].FilesChanged[0] != "PROFILE.md" || !strings.HasPrefix(r[0].FilesChanged[1], "memory/") {
+					t.Fatalf("runs %+v\nwant reason %q", r, c.reason)
+				}
+				if calls.Load() != 1 {
+					t.Fatalf("LLM called %d times, want 1 (no retry after a refused edit)", calls.Load())
+				}
+			})
+		}
+	})
+}
+
+// A tool edit of MEMORY.md that lands while the model is thinking survives edits too: the
+// write against the version read fails, the summarizer re-reads and asks again, and the
+// edits apply to the file with the tool's change.
+func TestToolEditDuringEditsExtractionSurvives(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		var h *harness
+		var calls atomic.Int32
+		fake := llmtest.New(t, func(r llmtest.Received) llmtest.Reply {
+			if calls.Add(1) == 1 {
+				if _, err := h.ws.Append(context.Background(), 12, "MEMORY.md", "- TOOL: the user moved to Berlin.\n", "",
+					workspace.Change{Actor: store.ActorTool}); err != nil {
+					t.Errorf("tool edit: %v", err)
+				}
+			}
+			return answer(map[string]any{"should_update": true, "reason": "r", "daily_entry": "- talked",
+				"memory_edits": []map[string]string{{"op": "add", "under": "## Preferences", "text": "- SUMMARIZER: likes tea"}}})
+		})
+		h = newHarness(t, db, withLLM(fake))
+		seedFile(t, h, 12, "MEMORY.md", editsMemory)
+		h.conversation(12, "c1", "t12", 4)
+		h.worker(h.service("w1"))
+		h.publish(completed(12, "c1", "e-tool-edits", 4))
+		eventually(t, 20*time.Second, "settled", func() bool { return h.settled() && len(h.runs("e-tool-edits")) > 0 })
+		mem, _ := h.file(12, "MEMORY.md")
+		if !strings.Contains(mem.Content, "- likes coffee\n- SUMMARIZER: likes tea\n\n## Projects") ||
+			!strings.HasSuffix(mem.Content, "- TOOL: the user moved to Berlin.\n") {
+			t.Fatalf("MEMORY.md lost an update:\n%s", mem.Content)
+		}
+		if calls.Load() != 2 {
+			t.Fatalf("LLM called %d times, want 2 (asked again after the conflict)", calls.Load())
+		}
+		if r := h.runs("e-tool-edits"); len(r) != 1 || r[0].Status != store.RunCompleted {
+			t.Fatalf("runs %+v", r)
+		}
+	})
+}
+
+// The output budget follows what the template asks for: the default templates ask for edits
+// (summary-max-tokens twice, whatever the files' size), the spec's whole-file templates get
+// room for the files.
+func TestOutputBudgetFollowsTheTemplate(t *testing.T) {
+	var got atomic.Int64
+	fake := llmtest.New(t, func(r llmtest.Received) llmtest.Reply {
+		got.Store(int64(r.MaxTokens + r.MaxCompletionTokens))
+		return llmtest.Reply{Content: `{"should_update":false,"reason":"","daily_entry":""}`}
+	})
+	memory := strings.Repeat("- a fact of many.\n", 500) // 9,000 bytes
+	cases := []struct {
+		name    string
+		prompts *prompt.Loader
+		want    int
+	}{
+		{"default templates ask for edits", prompt.NewLoader(""), 2000},
+		{"the spec's whole-file templates", prompt.NewLoader("testdata/spec-prompt"), 1000 + len(memory)/3},
+	}
+	for _, c := range cases {
+		for _, lang := range []string{"zh", "en"} {
+			p := &llmProvider{c: llm.NewOpenAI(fake.Config()), prompts: c.prompts, json: true, maxTokens: 1000, m: NewMetrics(nil)}
+			if _, err := p.extract(context.Background(), extractInput{Language: lang, Date: "2026-12-01", Memory: memory,
+				Messages: []store.Message{{ID: 1, ConversationID: "c", Role: "user", Content: "hi"}}}); err != nil {
+				t.Fatal(err)
+			}
+			if int(got.Load()) != c.want {
+				t.Errorf("%s (%s): max tokens %d, want %d", c.name, lang, got.Load(), c.want)
+			}
+		}
+	}
+}
