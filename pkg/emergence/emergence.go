@@ -37,6 +37,7 @@ import (
 	"github.com/matememory/matememory/pkg/lease"
 	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/llm"
+	"github.com/matememory/matememory/pkg/memedit"
 	"github.com/matememory/matememory/pkg/prompt"
 	"github.com/matememory/matememory/pkg/ratelog"
 	"github.com/matememory/matememory/pkg/store"
@@ -563,9 +564,20 @@ func (w *Worker) attempt(ctx context.Context, req Request, run *ledger.Run) erro
 		if !reply.ShouldUpdate {
 			return done(store.RunSkipped, "the model saw nothing to consolidate: "+oneLine(reply.Reason)+suffix)
 		}
+		proposed := reply.MemoryContent
+		if len(reply.MemoryEdits) > 0 {
+			// Edits apply to the file as read for this call (the version written against
+			// below), all or nothing; a missing or ambiguous anchor refuses them without
+			// asking the model again (docs/emergence.md).
+			applied, err := memedit.Apply(cur, reply.MemoryEdits)
+			if err != nil {
+				return done(store.RunRefused, "memory_edits refused: "+err.Error()+"; MEMORY.md left unchanged")
+			}
+			proposed = applied
+		}
 		// Trimmed as the summarizer trims memory_update: a model's leading blank line or
 		// trailing spaces never reach MEMORY.md.
-		content := strings.TrimSpace(guard.Redact(reply.MemoryContent))
+		content := strings.TrimSpace(guard.Redact(proposed))
 		base := cur
 		if workspace.IsSeed(MemoryFile, cur) {
 			// The seeded template holds no user information: replacing it loses nothing.
@@ -634,7 +646,7 @@ func (w *Worker) ask(ctx context.Context, agent store.Agent, win window, notes s
 	}
 	resp, err := w.client.Complete(ctx, llm.Request{
 		Messages:  []llm.Message{{Role: "system", Content: system}, {Role: "user", Content: user}},
-		MaxTokens: outputBudget(memory, notes), JSON: true,
+		MaxTokens: outputBudget(memory, notes, w.asksForEdits(lang, system)), JSON: true,
 	})
 	run.TokensIn += resp.TokensIn
 	run.TokensOut += resp.TokensOut
@@ -664,11 +676,25 @@ func (w *Worker) ask(ctx context.Context, agent store.Agent, win window, notes s
 }
 
 // outputBudget is the completion limit: room for the whole new MEMORY.md (which replaces
-// the old one, so it is at least about as long) plus growth from the notes.
-func outputBudget(memory, notes string) int {
+// the old one, so it is at least about as long) plus growth from the notes. Asked for edits,
+// the answer grows with the change, which the notes bound, not with MEMORY.md.
+func outputBudget(memory, notes string, edits bool) int {
+	if edits {
+		memory = ""
+	}
 	// About 3 bytes per token (English ~4, Chinese ~3 per character of 3 bytes).
 	est := (len(memory)+len(notes)/4)/3 + 1024
 	return min(max(est, 2048), 16384)
+}
+
+// asksForEdits reports whether the templates ask for memory_edits; the user template is
+// looked at unrendered, so that MEMORY.md or a note that mentions the field does not count.
+func (w *Worker) asksForEdits(lang, system string) bool {
+	if strings.Contains(system, "memory_edits") {
+		return true
+	}
+	user, err := w.prompts.Load("memory/emergence-user", lang)
+	return err == nil && strings.Contains(user, "memory_edits")
 }
 
 func oneLine(s string) string {

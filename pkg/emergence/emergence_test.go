@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,7 @@ import (
 	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/llm"
 	"github.com/matememory/matememory/pkg/llm/llmtest"
+	"github.com/matememory/matememory/pkg/memedit"
 	"github.com/matememory/matememory/pkg/prompt"
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/store/storetest"
@@ -570,6 +572,10 @@ func TestParseReply(t *testing.T) {
 		{"no json here", emergence.Reply{}, "no JSON object"},
 		{`{"should_update":"maybe"}`, emergence.Reply{}, "expected true or false"},
 		{`{"should_update":true,"memory_content":["a"]}`, emergence.Reply{}, "not a string"},
+		{`{"should_update":true,"reason":"r","memory_edits":[{"op":"delete","old":"- x"}]}`,
+			emergence.Reply{ShouldUpdate: true, Reason: "r", MemoryEdits: []memedit.Edit{{Op: "delete", Old: "- x"}}}, ""},
+		{`{"should_update":true,"memory_edits":[{"op":"move","old":"- x"}]}`, emergence.Reply{}, `memory_edits[0]: op must be add, replace or delete, got "move"`},
+		{`{"should_update":true,"memory_content":"# M","memory_edits":[{"op":"delete","old":"- x"}]}`, emergence.Reply{}, "both given"},
 	}
 	for _, c := range cases {
 		got, err := emergence.ParseReply(c.in)
@@ -579,7 +585,7 @@ func TestParseReply(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || got != c.want {
+		if err != nil || !reflect.DeepEqual(got, c.want) {
 			t.Errorf("ParseReply(%q) = %+v, %v; want %+v", c.in, got, err, c.want)
 		}
 	}

@@ -5,13 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/matememory/matememory/pkg/memedit"
 )
 
-// Reply is the model's answer (the spec's contract).
+// Reply is the model's answer: the spec's contract (memory_content, the whole new
+// MEMORY.md), or memory_edits instead (issue 22).
 type Reply struct {
 	ShouldUpdate  bool   `json:"should_update"`
 	Reason        string `json:"reason"`
 	MemoryContent string `json:"memory_content"`
+	// MemoryEdits change MEMORY.md in place (pkg/memedit); never given with MemoryContent.
+	MemoryEdits []memedit.Edit `json:"memory_edits"`
 }
 
 // errNoJSON: the answer holds no JSON object with should_update.
@@ -69,6 +74,16 @@ func fromRaw(raw map[string]json.RawMessage) (Reply, bool, error) {
 		if err := json.Unmarshal(v, &r.MemoryContent); err != nil {
 			return r, true, fmt.Errorf("memory_content is not a string: %s", clip(string(v), 60))
 		}
+	}
+	if v, ok := raw["memory_edits"]; ok {
+		edits, err := memedit.Parse("memory_edits", v)
+		if err != nil {
+			return r, true, err
+		}
+		if len(edits) > 0 && strings.TrimSpace(r.MemoryContent) != "" {
+			return r, true, errors.New("memory_content and memory_edits are both given: send the whole file or its edits, not both")
+		}
+		r.MemoryEdits = edits
 	}
 	return r, true, nil
 }
