@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/llm"
 	"github.com/matememory/matememory/pkg/llm/llmtest"
 	"github.com/matememory/matememory/pkg/prompt"
@@ -216,4 +217,54 @@ func TestOutputBudgetFollowsTheTemplate(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The file edits produce passes the same guard as a whole file: a secret an edit brings is
+// masked, and edits that delete most of the file are refused like a destructive rewrite.
+func TestEditsPassTheGuard(t *testing.T) {
+	long := "# MEMORY.md\n\n## Projects\n" +
+		"- Project Apollo: the migration to MariaDB is planned for the second quarter.\n" +
+		"- Decision: SQLite for the embedded mode, MariaDB in production clusters.\n" +
+		"- Alice owns the release checklist and Bob the benchmark report.\n" +
+		"- The beta deadline is 2026-05-01 and must not slip.\n"
+	cases := []struct {
+		name  string
+		edits []map[string]string
+		check func(t *testing.T, mem string, r []ledger.Run)
+	}{
+		{"a secret is masked", []map[string]string{{"op": "add", "under": "## Projects", "text": "- CI key: sk-proj-AbCdEfGhIjKlMnOpQrStUvWxYz012345"}},
+			func(t *testing.T, mem string, r []ledger.Run) {
+				if !strings.HasSuffix(mem, "- CI key: [REDACTED]\n") || r[0].Status != store.RunCompleted {
+					t.Fatalf("MEMORY.md %q, runs %+v", mem, r)
+				}
+			}},
+		{"deleting most of the file is refused", []map[string]string{
+			{"op": "delete", "old": "- Project Apollo: the migration to MariaDB is planned for the second quarter."},
+			{"op": "delete", "old": "- Decision: SQLite for the embedded mode, MariaDB in production clusters."},
+			{"op": "delete", "old": "- Alice owns the release checklist and Bob the benchmark report."}},
+			func(t *testing.T, mem string, r []ledger.Run) {
+				if mem != long || r[0].Status != store.RunRefused || !strings.Contains(r[0].Reason, "MEMORY.md: rewrite refused") {
+					t.Fatalf("MEMORY.md %q, runs %+v", mem, r)
+				}
+			}},
+	}
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		for i, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				fake := llmtest.New(t, func(r llmtest.Received) llmtest.Reply {
+					return answer(map[string]any{"should_update": true, "reason": "r", "daily_entry": "- talked", "memory_edits": c.edits})
+				})
+				h := newHarness(t, db, withLLM(fake))
+				agent := int64(30 + i)
+				seedFile(t, h, agent, "MEMORY.md", long)
+				h.conversation(agent, "c1", "t", 4)
+				h.worker(h.service("w1"))
+				event := fmt.Sprintf("e-guard-%d", i)
+				h.publish(completed(agent, "c1", event, 4))
+				eventually(t, 20*time.Second, "settled", func() bool { return h.settled() && len(h.runs(event)) > 0 })
+				mem, _ := h.file(agent, "MEMORY.md")
+				c.check(t, mem.Content, h.runs(event))
+			})
+		}
+	})
 }
