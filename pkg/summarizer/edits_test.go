@@ -165,10 +165,12 @@ func TestToolEditDuringEditsExtractionSurvives(t *testing.T) {
 				}
 			}
 			return answer(map[string]any{"should_update": true, "reason": "r", "daily_entry": "- talked",
-				"memory_edits": []map[string]string{{"op": "add", "under": "## Preferences", "text": "- SUMMARIZER: likes tea"}}})
+				"memory_edits":  []map[string]string{{"op": "add", "under": "## Preferences", "text": "- SUMMARIZER: likes tea"}},
+				"profile_edits": []map[string]string{{"op": "add", "text": "- Name: Alice"}}})
 		})
 		h = newHarness(t, db, withLLM(fake))
 		seedFile(t, h, 12, "MEMORY.md", editsMemory)
+		seedFile(t, h, 12, "PROFILE.md", "# PROFILE.md\n")
 		h.conversation(12, "c1", "t12", 4)
 		h.worker(h.service("w1"))
 		h.publish(completed(12, "c1", "e-tool-edits", 4))
@@ -180,6 +182,11 @@ func TestToolEditDuringEditsExtractionSurvives(t *testing.T) {
 		}
 		if calls.Load() != 2 {
 			t.Fatalf("LLM called %d times, want 2 (asked again after the conflict)", calls.Load())
+		}
+		// PROFILE.md's edits landed in the first round: the second round's answer does not
+		// apply them again (an add is not idempotent).
+		if prof, _ := h.file(12, "PROFILE.md"); prof.Content != "# PROFILE.md\n- Name: Alice\n" {
+			t.Fatalf("PROFILE.md = %q", prof.Content)
 		}
 		if r := h.runs("e-tool-edits"); len(r) != 1 || r[0].Status != store.RunCompleted {
 			t.Fatalf("runs %+v", r)

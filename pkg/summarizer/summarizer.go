@@ -772,6 +772,12 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, a *attem
 			edits             []memedit.Edit
 		}{{ProfileFile, out.ProfileUpdate, "profile_edits", out.ProfileEdits}, {MemoryFile, out.MemoryUpdate, "memory_edits", out.MemoryEdits}} {
 			old, exists := cur[f.name]
+			if len(f.edits) > 0 && contains(files, f.name) {
+				// Written in an earlier round (this round only asks again because the other
+				// file changed meanwhile): an add is not idempotent, so the same edits
+				// answered again are not applied twice.
+				continue
+			}
 			if len(f.edits) > 0 {
 				// Edits apply to the file as read for this round (the version written against
 				// below), all or nothing. A missing or ambiguous anchor refuses them; the LLM
