@@ -233,16 +233,15 @@ func add(content, under, text string) (string, int) {
 	if strings.TrimSpace(content) == "" {
 		lines = nil
 	}
+	levels := headingLevels(lines)
 	at := len(lines)
 	if strings.TrimSpace(under) != "" {
-		h, n := findHeading(lines, under)
+		h, n := findHeading(lines, levels, under)
 		if n != 1 {
 			return content, n
 		}
-		level := headingLevel(lines[h])
-		at = len(lines)
 		for j := h + 1; j < len(lines); j++ {
-			if l := headingLevel(lines[j]); l > 0 && l <= level {
+			if l := levels[j]; l > 0 && l <= levels[h] {
 				at = j
 				break
 			}
@@ -270,11 +269,11 @@ func add(content, under, text string) (string, int) {
 // findHeading returns the line of the heading matching under, and how many match: a
 // heading line equal to under (trimmed), or, when under has no leading #, a heading whose
 // title is under.
-func findHeading(lines []string, under string) (int, int) {
+func findHeading(lines []string, levels []int, under string) (int, int) {
 	under = strings.TrimSpace(under)
 	at, n := -1, 0
 	for i, l := range lines {
-		if headingLevel(l) == 0 {
+		if levels[i] == 0 {
 			continue
 		}
 		t := strings.TrimSpace(l)
@@ -286,6 +285,28 @@ func findHeading(lines []string, under string) (int, int) {
 		}
 	}
 	return at, n
+}
+
+// headingLevels is each line's heading level (0: no heading); a "#" line inside a fenced
+// code block (``` or ~~~) is code, not a heading.
+func headingLevels(lines []string) []int {
+	levels := make([]int, len(lines))
+	fence := ""
+	for i, l := range lines {
+		t := strings.TrimSpace(l)
+		if fence != "" {
+			if strings.HasPrefix(t, fence) {
+				fence = ""
+			}
+			continue
+		}
+		if strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~") {
+			fence = t[:3]
+			continue
+		}
+		levels[i] = headingLevel(l)
+	}
+	return levels
 }
 
 // headingLevel is the ATX heading level of a line (1 to 6), 0 when it is no heading.
