@@ -124,3 +124,31 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+// The model's answer is outside input: no edits list and no file may make Parse or Apply
+// panic, and an applied add or replace leaves its text in the file.
+func FuzzParseApply(f *testing.F) {
+	f.Add(file, `[{"op":"add","under":"## Preferences","text":"- likes tea"}]`)
+	f.Add(file, `[{"op":"replace","old":"Q2","new":"Q3"},{"op":"delete","old":"- owner: Bob"}]`)
+	f.Add("```\n# x\n", `[{"op":"add","under":"x","text":"# y"}]`)
+	f.Fuzz(func(t *testing.T, content, raw string) {
+		edits, err := Parse("memory_edits", []byte(raw))
+		if err != nil {
+			return
+		}
+		got, err := Apply(content, edits)
+		if err != nil {
+			return
+		}
+		if len(edits) == 1 {
+			e := edits[0]
+			want := e.New
+			if e.Op == OpAdd {
+				want = strings.Trim(e.Text, "\n")
+			}
+			if e.Op != OpDelete && !strings.Contains(got, want) {
+				t.Fatalf("%+v applied to %q gave %q", e, content, got)
+			}
+		}
+	})
+}
