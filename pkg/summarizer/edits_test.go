@@ -2,6 +2,7 @@ package summarizer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -272,6 +273,45 @@ func TestEditsPassTheGuard(t *testing.T) {
 				mem, _ := h.file(agent, "MEMORY.md")
 				c.check(t, mem.Content, h.runs(event))
 			})
+		}
+	})
+}
+
+// A file's edits commit with the daily append and the watermarks, or not at all: an
+// extraction that fails before its commit (a crash) has not edited MEMORY.md, so the
+// redelivery's extraction, answered with the same edits, adds the line once, not twice.
+func TestEditsCommitWithTheDailyNote(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		fake := llmtest.New(t, func(r llmtest.Received) llmtest.Reply {
+			return answer(map[string]any{"should_update": true, "reason": "r", "daily_entry": "- talked about tea",
+				"memory_edits": []map[string]string{{"op": "add", "under": "## Preferences", "text": "- likes tea"}}})
+		})
+		h := newHarness(t, db, withLLM(fake))
+		seedFile(t, h, 13, "MEMORY.md", editsMemory)
+		h.conversation(13, "c1", "t13", 4)
+		svc := h.service("w1")
+		var crashes atomic.Int32
+		svc.hookBeforeCommit = func() error {
+			if crashes.Add(1) == 1 {
+				return errors.New("simulated crash")
+			}
+			return nil
+		}
+		h.worker(svc)
+		h.publish(completed(13, "c1", "e-edits-crash", 4))
+		eventually(t, 20*time.Second, "settled", func() bool {
+			r := h.runs("e-edits-crash")
+			return h.settled() && len(r) > 0 && r[0].Status == store.RunCompleted
+		})
+		mem, _ := h.file(13, "MEMORY.md")
+		if n := strings.Count(mem.Content, "- likes tea\n"); n != 1 {
+			t.Fatalf("the edit applied %d times:\n%s", n, mem.Content)
+		}
+		if n := strings.Count(dailyNotes(t, h, 13), "- talked about tea\n"); n != 1 {
+			t.Fatalf("the daily entry appended %d times", n)
+		}
+		if crashes.Load() < 2 {
+			t.Fatalf("the commit hook ran %d times, want the crash and the redelivery", crashes.Load())
 		}
 	})
 }

@@ -20,6 +20,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
@@ -27,7 +28,6 @@ import (
 
 	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/event"
-	"github.com/matememory/matememory/pkg/fence"
 	"github.com/matememory/matememory/pkg/guard"
 	"github.com/matememory/matememory/pkg/lease"
 	"github.com/matememory/matememory/pkg/ledger"
@@ -248,6 +248,9 @@ type Result struct {
 	FilesChanged []string
 	// unrecorded: the outcome writes no ledger row (an erased agent's event).
 	unrecorded bool
+	// conflict: PROFILE.md or MEMORY.md changed during the extraction and nothing was
+	// committed; the extraction asks the model again.
+	conflict bool
 }
 
 // erasedResult is the outcome of an event of an agent erased after it happened.
@@ -728,9 +731,6 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, a *attem
 	}
 
 	prov := s.provider()
-	var files, refusals []string
-	var out extractOutput
-	var dailyBase workspace.File
 	for round := 0; ; round++ {
 		var cur map[string]workspace.File
 		if round == 0 {
@@ -742,8 +742,8 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, a *attem
 		if err != nil {
 			return s.workErr(ctx, l, job, "read memory files", err)
 		}
-		dailyBase = cur[daily]
-		out, err = prov.extract(ctx, extractInput{
+		dailyBase := cur[daily]
+		out, err := prov.extract(ctx, extractInput{
 			Language: agent.Language, Date: date, Profile: cur[ProfileFile].Content, Memory: cur[MemoryFile].Content,
 			Daily: cur[daily].Content, Messages: b.msgs, Conversations: len(b.spans),
 		})
@@ -763,117 +763,128 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, a *attem
 			}
 			return res
 		}
-		if !out.ShouldUpdate {
-			break
+		var writes []coreWrite
+		var refusals []string
+		if out.ShouldUpdate {
+			writes, refusals = s.planCoreWrites(out, cur)
 		}
-		conflict := false
-		for _, f := range []struct {
-			name, text, field string
-			edits             []memedit.Edit
-		}{{ProfileFile, out.ProfileUpdate, "profile_edits", out.ProfileEdits}, {MemoryFile, out.MemoryUpdate, "memory_edits", out.MemoryEdits}} {
-			old, exists := cur[f.name]
-			if len(f.edits) > 0 && contains(files, f.name) {
-				// Written in an earlier round (this round only asks again because the other
-				// file changed meanwhile): an add is not idempotent, so the same edits
-				// answered again are not applied twice.
-				continue
-			}
-			if len(f.edits) > 0 {
-				// Edits apply to the file as read for this round (the version written against
-				// below), all or nothing. A missing or ambiguous anchor refuses them; the LLM
-				// is not asked again (docs/pipeline.md, "Edits").
-				applied, err := memedit.Apply(old.Content, f.edits)
-				if err != nil {
-					refusals = append(refusals, f.name+": "+f.field+" refused, file unchanged: "+err.Error())
-					continue
-				}
-				f.text = applied
-			}
-			text := strings.TrimSpace(guard.Redact(f.text))
-			if text == "" {
-				continue
-			}
-			text += "\n"
-			if strings.TrimSpace(old.Content) == strings.TrimSpace(text) {
-				continue
-			}
-			base := old.Content
-			if workspace.IsSeed(f.name, base) {
-				// The seeded template holds no user information: replacing it loses nothing.
-				base = ""
-			}
-			if err := guard.CheckRewrite(base, text, out.Truncated); err != nil {
-				refusals = append(refusals, f.name+": "+err.Error())
-				continue
-			}
-			expect := workspace.CreateOnly
-			if exists {
-				expect = old.Version
-			}
-			_, _, err := s.d.Workspace.Write(ctx, agentID, f.name, text, expect,
-				workspace.Change{Actor: store.ActorSummarizer, Ref: run.RunID, InTx: fence.InTx(l, agentID)})
-			switch {
-			case errors.Is(err, workspace.ErrConflict):
-				conflict = true
-			case errors.Is(err, workspace.ErrInvalid):
-				refusals = append(refusals, f.name+": "+err.Error())
-			case err != nil:
-				return s.workErr(ctx, l, job, "write "+f.name, err)
-			default:
-				if !contains(files, f.name) {
-					files = append(files, f.name)
-				}
-			}
-			if conflict {
-				break
-			}
-		}
-		if !conflict {
-			break
-		}
-		if round+1 >= maxConflictRounds {
-			return transient(fmt.Sprintf("PROFILE.md or MEMORY.md changed during each of %d extractions; retrying later", maxConflictRounds), job.Attempt, s)
-		}
-		s.d.Log.Info("memory file changed during extraction; re-reading and extracting again", "agent", agentID, "round", round+1)
-	}
 
-	entry := ""
-	if out.ShouldUpdate {
-		entry = strings.TrimSpace(guard.Redact(out.DailyEntry))
-	}
-	if s.hookBeforeCommit != nil {
-		if err := s.hookBeforeCommit(); err != nil {
-			return s.workErr(ctx, l, job, "before the commit", err)
+		entry := ""
+		if out.ShouldUpdate {
+			entry = strings.TrimSpace(guard.Redact(out.DailyEntry))
 		}
-	}
-	var next time.Time
-	if cd := s.set.Memory.CooldownMinutes.Duration(); out.Provider == ProviderLLM && cd > 0 {
-		next = time.Now().Add(cd).UTC()
-		cooldown = next
-	}
+		if s.hookBeforeCommit != nil {
+			if err := s.hookBeforeCommit(); err != nil {
+				return s.workErr(ctx, l, job, "before the commit", err)
+			}
+		}
+		var next time.Time
+		cooldownRun := cooldown
+		if cd := s.set.Memory.CooldownMinutes.Duration(); out.Provider == ProviderLLM && cd > 0 {
+			next = time.Now().Add(cd).UTC()
+			cooldownRun = next
+		}
 
-	res := Result{Status: store.RunCompleted, FilesChanged: files}
-	summary := fmt.Sprintf("extracted %d messages from %d conversations with the %s provider", len(b.msgs), len(b.spans), out.Provider)
-	switch {
-	case !out.ShouldUpdate:
-		res.Status = store.RunSkipped
-		res.Reason = "the model found nothing worth remembering: " + out.Reason
-	case len(refusals) > 0:
-		res.Status = store.RunRefused
-		res.Reason = summary + "; refused: " + strings.Join(refusals, "; ")
-	default:
-		res.Reason = summary
-		if out.Reason != "" {
-			res.Reason += ": " + out.Reason
+		var files []string
+		for _, w := range writes {
+			files = append(files, w.name)
 		}
+		res := Result{Status: store.RunCompleted, FilesChanged: files}
+		summary := fmt.Sprintf("extracted %d messages from %d conversations with the %s provider", len(b.msgs), len(b.spans), out.Provider)
+		switch {
+		case !out.ShouldUpdate:
+			res.Status = store.RunSkipped
+			res.Reason = "the model found nothing worth remembering: " + out.Reason
+		case len(refusals) > 0:
+			res.Status = store.RunRefused
+			res.Reason = summary + "; refused: " + strings.Join(refusals, "; ")
+		default:
+			res.Reason = summary
+			if out.Reason != "" {
+				res.Reason += ": " + out.Reason
+			}
+		}
+		res, committed := s.commitRun(ctx, l, job, a, b, last, final, cooldownRun, res,
+			dailyEntry{text: entry, file: daily, date: date, base: dailyBase, core: writes})
+		if res.conflict {
+			// A tool or API edit of PROFILE.md or MEMORY.md landed during the call: nothing of
+			// this extraction was committed; ask again with the files as they are now.
+			if round+1 >= maxConflictRounds {
+				return transient(fmt.Sprintf("PROFILE.md or MEMORY.md changed during each of %d extractions; retrying later", maxConflictRounds), job.Attempt, s)
+			}
+			s.d.Log.Info("memory file changed during extraction; re-reading and extracting again", "agent", agentID, "round", round+1)
+			continue
+		}
+		if committed && !next.IsZero() {
+			// Committed: the agent's next LLM extraction waits for the cooldown, written into its
+			// record as the lease is released.
+			a.cooldown, a.cooldownRun = next, run.RunID
+		}
+		return res
 	}
-	res, committed := s.commitRun(ctx, l, job, a, b, last, final, cooldown, res, dailyEntry{text: entry, file: daily, date: date, base: dailyBase})
-	if committed && !next.IsZero() {
-		// Committed: the agent's next LLM extraction waits for the cooldown, written into its
-		// record as the lease is released.
-		a.cooldown, a.cooldownRun = next, run.RunID
+}
+
+// coreWrite is a new PROFILE.md or MEMORY.md, written in the extraction's commit against
+// the version the extraction read.
+type coreWrite struct {
+	name, text string
+	expect     int64
+}
+
+// planCoreWrites turns the model's answer into the core files' new contents: a file's edits
+// applied to the content read for this round (all or nothing), or its whole new content;
+// redacted, trimmed and checked by the rewrite guard. What cannot be written is a refusal
+// with its reason; the LLM is not asked again for it (docs/pipeline.md, "Edits").
+func (s *Service) planCoreWrites(out extractOutput, cur map[string]workspace.File) ([]coreWrite, []string) {
+	var writes []coreWrite
+	var refusals []string
+	for _, f := range []struct {
+		name, text, field string
+		edits             []memedit.Edit
+	}{{ProfileFile, out.ProfileUpdate, "profile_edits", out.ProfileEdits}, {MemoryFile, out.MemoryUpdate, "memory_edits", out.MemoryEdits}} {
+		old, exists := cur[f.name]
+		if len(f.edits) > 0 {
+			applied, err := memedit.Apply(old.Content, f.edits)
+			if err != nil {
+				refusals = append(refusals, f.name+": "+f.field+" refused, file unchanged: "+err.Error())
+				continue
+			}
+			f.text = applied
+		}
+		text := strings.TrimSpace(guard.Redact(f.text))
+		if text == "" {
+			continue
+		}
+		text += "\n"
+		if strings.TrimSpace(old.Content) == strings.TrimSpace(text) {
+			continue
+		}
+		base := old.Content
+		if workspace.IsSeed(f.name, base) {
+			// The seeded template holds no user information: replacing it loses nothing.
+			base = ""
+		}
+		if err := guard.CheckRewrite(base, text, out.Truncated); err != nil {
+			refusals = append(refusals, f.name+": "+err.Error())
+			continue
+		}
+		// Checked here, not in the commit, so that a file the workspace would refuse is a
+		// refusal of that file and not a failure of the whole extraction.
+		if max := s.d.Workspace.MaxBytes(); len(text) > max {
+			refusals = append(refusals, fmt.Sprintf("%s: the new content is %d bytes; at most %d allowed", f.name, len(text), max))
+			continue
+		}
+		if !utf8.ValidString(text) {
+			refusals = append(refusals, f.name+": the new content is not valid UTF-8")
+			continue
+		}
+		expect := workspace.CreateOnly
+		if exists {
+			expect = old.Version
+		}
+		writes = append(writes, coreWrite{name: f.name, text: text, expect: expect})
 	}
-	return res
+	return writes, refusals
 }
 
 // dailyEntry is what an extraction appends to the day's note (nothing when text is empty).
@@ -882,7 +893,13 @@ type dailyEntry struct {
 	// base is the note as the extraction read it (version 0: none yet); the append starts
 	// from it rather than reading the note again in the commit.
 	base workspace.File
+	// core is PROFILE.md and MEMORY.md as the extraction changes them, written in the same
+	// transaction against the versions read (a conflict rolls the whole commit back).
+	core []coreWrite
 }
+
+// errCoreConflict: a core file changed since the extraction read it; nothing was committed.
+var errCoreConflict = errors.New("a memory file changed during the extraction")
 
 // commitRun commits an extraction in one transaction: it appends the daily entry (once per
 // message range: its effect key), moves the watermarks from exactly where the batch started,
@@ -916,6 +933,8 @@ func (s *Service) commitRun(_ context.Context, l *lease.Lease, job Job, a *attem
 	// Only a lost lease stops it.
 	ctx, cancel := context.WithTimeout(l.Context(), s.set.DBTimeout)
 	defer cancel()
+	// The core files the transaction wrote (the last attempt's), announced after it commits.
+	var written []workspace.File
 	// The outcome, and so the ledger row, is settled before the transaction that records it.
 	inTx := func(out *Result) func(tx *gorm.DB) error {
 		if record {
@@ -924,6 +943,18 @@ func (s *Service) commitRun(_ context.Context, l *lease.Lease, job Job, a *attem
 		return func(tx *gorm.DB) error {
 			if err := s.commitTx(tx, l, agentID, b.spans); err != nil {
 				return err
+			}
+			written = written[:0]
+			for _, w := range entry.core {
+				f, _, err := s.d.Workspace.WriteTx(tx, agentID, w.name, w.text, w.expect,
+					workspace.Change{Actor: store.ActorSummarizer, Ref: a.run.RunID})
+				if errors.Is(err, workspace.ErrConflict) {
+					return fmt.Errorf("%w: %w", errCoreConflict, err)
+				}
+				if err != nil {
+					return fmt.Errorf("write %s: %w", w.name, err)
+				}
+				written = append(written, f)
 			}
 			if sweep {
 				if err := s.recordCoalesced(tx, job.AgentID, a); err != nil {
@@ -940,7 +971,15 @@ func (s *Service) commitRun(_ context.Context, l *lease.Lease, job Job, a *attem
 	done := func(out Result) Result {
 		a.recorded = record
 		a.coalescedDone = sweep
+		for _, f := range written {
+			// After the commit, as workspace.Write does: the recall index and MCP watchers.
+			s.d.Workspace.NotifyChanged(ctx, agentID, f.Filename, f.Version)
+		}
 		return out
+	}
+	conflicted := func(err error) (Result, bool) {
+		s.d.Log.Info("memory file changed during extraction; nothing committed", "agent", agentID, "err", err)
+		return Result{conflict: true}, false
 	}
 	if entry.text != "" {
 		key := effectKey(agentID, b.spans)
@@ -949,6 +988,8 @@ func (s *Service) commitRun(_ context.Context, l *lease.Lease, job Job, a *attem
 		_, err := s.d.Workspace.Append(ctx, agentID, entry.file, entry.text+"\n", "# "+entry.date+"\n\n",
 			workspace.Change{Actor: store.ActorSummarizer, Ref: a.run.RunID, EffectKey: key, InTx: inTx(&appended), Base: &entry.base})
 		switch {
+		case errors.Is(err, errCoreConflict):
+			return conflicted(err)
 		case errors.Is(err, workspace.ErrAlreadyApplied):
 			s.d.Log.Info("daily entry already appended for these messages", "agent", agentID, "key", key)
 		case err != nil:
@@ -958,6 +999,9 @@ func (s *Service) commitRun(_ context.Context, l *lease.Lease, job Job, a *attem
 		}
 	}
 	if err := s.d.DB.WithContext(ctx).Transaction(inTx(&res)); err != nil {
+		if errors.Is(err, errCoreConflict) {
+			return conflicted(err)
+		}
 		return s.workErr(ctx, l, job, "advance watermarks", err), false
 	}
 	return done(res), true

@@ -103,6 +103,35 @@ func (s *Service) mutateOnce(ctx context.Context, agentID int64, name string, ex
 	var out File
 	var created bool
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var err error
+		out, created, err = s.mutateIn(tx, agentID, name, expect, ch, fn)
+		return err
+	})
+	return out, created, err
+}
+
+// WriteTx is Write inside the caller's transaction, so that a worker commits a file with its
+// other effects (the summarizer: PROFILE.md and MEMORY.md with the daily append, the
+// watermarks and the ledger row) or none of them. There is no retry: a lost compare-and-swap
+// is a *ConflictError, and the caller's transaction is to be rolled back. The change hook is
+// not called: the caller calls NotifyChanged once its transaction has committed. The agent
+// must exist (EnsureAgent).
+func (s *Service) WriteTx(tx *gorm.DB, agentID int64, name, content string, expect int64, ch Change) (File, bool, error) {
+	if err := ValidateName(name); err != nil {
+		return File{}, false, err
+	}
+	f, created, err := s.mutateIn(tx, agentID, name, expect, ch, writeState(content))
+	if errors.Is(err, errRetry) {
+		err = &ConflictError{Filename: name, Expected: expect, Attempts: 1}
+	}
+	return f, created, err
+}
+
+// mutateIn is one attempt of a mutation inside tx.
+func (s *Service) mutateIn(tx *gorm.DB, agentID int64, name string, expect int64, ch Change, fn mutation) (File, bool, error) {
+	var out File
+	var created bool
+	err := func() error {
 		if ch.InTx != nil {
 			if err := ch.InTx(tx); err != nil {
 				return err
@@ -186,7 +215,7 @@ func (s *Service) mutateOnce(ctx context.Context, agentID int64, name string, ex
 		cur.Version, cur.UpdateTime = cur.Version+1, now
 		out = toFile(cur)
 		return nil
-	})
+	}()
 	return out, created, err
 }
 
@@ -196,12 +225,17 @@ const defaultSortOrder = 100
 // Write creates or replaces a file's content. New files start disabled. It reports whether
 // the file was created.
 func (s *Service) Write(ctx context.Context, agentID int64, name, content string, expect int64, ch Change) (File, bool, error) {
-	return s.mutate(ctx, agentID, name, expect, ch, func(_ *gorm.DB, cur *store.WorkspaceFile) (state, error) {
+	return s.mutate(ctx, agentID, name, expect, ch, writeState(content))
+}
+
+// writeState is Write's mutation: the content replaced, the flags kept.
+func writeState(content string) mutation {
+	return func(_ *gorm.DB, cur *store.WorkspaceFile) (state, error) {
 		if cur == nil {
 			return state{content: content, enabled: false, sortOrder: defaultSortOrder, action: "create"}, nil
 		}
 		return state{content: content, enabled: cur.Enabled, sortOrder: cur.SortOrder, action: "write"}, nil
-	})
+	}
 }
 
 // Edit replaces oldText with newText (every occurrence with replaceAll, else exactly one
