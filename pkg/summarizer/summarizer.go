@@ -1026,12 +1026,3 @@ func agentLocation(a store.Agent) *time.Location {
 	}
 	return loc
 }
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
