@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -129,7 +130,7 @@ func parseOne(item json.RawMessage) (Edit, error) {
 		return Edit{}, fmt.Errorf("op must be add, replace or delete, got %q", clip(e.Op, 20))
 	}
 	for name := range fields {
-		if !contains(names, name) {
+		if !slices.Contains(names, name) {
 			return Edit{}, fmt.Errorf("%s takes only %s; unexpected field %q", e.Op, strings.Join(names[1:], " and "), name)
 		}
 	}
@@ -323,15 +324,6 @@ func headingLevel(line string) int {
 		return 0
 	}
 	return n
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func clip(s string, n int) string {
