@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/llm"
 	"github.com/matememory/matememory/pkg/llm/llmtest"
@@ -145,6 +147,11 @@ func TestEditAnchorRefusedLeavesTheFile(t *testing.T) {
 				}
 				if calls.Load() != 1 {
 					t.Fatalf("LLM called %d times, want 1 (no retry after a refused edit)", calls.Load())
+				}
+				refused := counterValue(t, h.metrics.CoreChanges, "MEMORY.md", "edits", "refused")
+				written := counterValue(t, h.metrics.CoreChanges, "PROFILE.md", "edits", "written")
+				if refused != 1 || written != 1 {
+					t.Fatalf("core changes: MEMORY.md edits refused %v, PROFILE.md edits written %v; want 1 and 1", refused, written)
 				}
 			})
 		}
@@ -314,4 +321,26 @@ func TestEditsCommitWithTheDailyNote(t *testing.T) {
 			t.Fatalf("the commit hook ran %d times, want the crash and the redelivery", crashes.Load())
 		}
 	})
+}
+
+func counterValue(t *testing.T, c prometheus.Collector, file, form, result string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["file"] == file && labels["form"] == form && labels["result"] == result {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }

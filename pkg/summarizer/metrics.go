@@ -14,6 +14,10 @@ type Metrics struct {
 	LLMSeconds  *prometheus.HistogramVec
 	LLMTokens   *prometheus.CounterVec
 	DeadLetters *prometheus.CounterVec
+	// CoreChanges counts the model's changes of PROFILE.md and MEMORY.md by file, form
+	// (edits, whole) and result (written, refused): how often a model keeps to the edits
+	// contract, and how often its edits miss their anchors.
+	CoreChanges *prometheus.CounterVec
 	RunSeconds  prometheus.Histogram
 }
 
@@ -54,6 +58,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "matememory_summarizer_dead_letters_total",
 			Help: "Messages dead-lettered by the summarizer, by cause (invalid, permanent, exhausted).",
 		}, []string{"cause"}),
+		CoreChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "matememory_summarizer_core_changes_total",
+			Help: "Changes of PROFILE.md and MEMORY.md the model answered, by file, form (edits, whole) and result (written, refused).",
+		}, []string{"file", "form", "result"}),
 		RunSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "matememory_summarizer_attempt_seconds",
 			Help:    "Time to handle one delivery, end to end.",
@@ -62,7 +70,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Published, m.Events, m.Outcomes, m.Deferrals, m.Contention, m.LLMSeconds,
-			m.LLMTokens, m.DeadLetters, m.RunSeconds)
+			m.LLMTokens, m.DeadLetters, m.CoreChanges, m.RunSeconds)
 	}
 	return m
 }

@@ -764,7 +764,7 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, a *attem
 			return res
 		}
 		var writes []coreWrite
-		var refusals []string
+		var refusals []refusal
 		if out.ShouldUpdate {
 			writes, refusals = s.planCoreWrites(out, cur)
 		}
@@ -797,7 +797,11 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, a *attem
 			res.Reason = "the model found nothing worth remembering: " + out.Reason
 		case len(refusals) > 0:
 			res.Status = store.RunRefused
-			res.Reason = summary + "; refused: " + strings.Join(refusals, "; ")
+			reasons := make([]string, len(refusals))
+			for i, r := range refusals {
+				reasons[i] = r.reason
+			}
+			res.Reason = summary + "; refused: " + strings.Join(reasons, "; ")
 		default:
 			res.Reason = summary
 			if out.Reason != "" {
@@ -815,6 +819,14 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, a *attem
 			s.d.Log.Info("memory file changed during extraction; re-reading and extracting again", "agent", agentID, "round", round+1)
 			continue
 		}
+		if committed {
+			for _, w := range writes {
+				s.d.Metrics.CoreChanges.WithLabelValues(w.name, w.form, "written").Inc()
+			}
+			for _, r := range refusals {
+				s.d.Metrics.CoreChanges.WithLabelValues(r.name, r.form, "refused").Inc()
+			}
+		}
 		if committed && !next.IsZero() {
 			// Committed: the agent's next LLM extraction waits for the cooldown, written into its
 			// record as the lease is released.
@@ -824,29 +836,39 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, a *attem
 	}
 }
 
+// refusal is a core file's change that is not written, and why.
+type refusal struct{ name, form, reason string }
+
 // coreWrite is a new PROFILE.md or MEMORY.md, written in the extraction's commit against
 // the version the extraction read.
 type coreWrite struct {
 	name, text string
 	expect     int64
+	// form is how the model gave it: "edits" or "whole".
+	form string
 }
 
 // planCoreWrites turns the model's answer into the core files' new contents: a file's edits
 // applied to the content read for this round (all or nothing), or its whole new content;
 // redacted, trimmed and checked by the rewrite guard. What cannot be written is a refusal
 // with its reason; the LLM is not asked again for it (docs/pipeline.md, "Edits").
-func (s *Service) planCoreWrites(out extractOutput, cur map[string]workspace.File) ([]coreWrite, []string) {
+func (s *Service) planCoreWrites(out extractOutput, cur map[string]workspace.File) ([]coreWrite, []refusal) {
 	var writes []coreWrite
-	var refusals []string
+	var refusals []refusal
 	for _, f := range []struct {
 		name, text, field string
 		edits             []memedit.Edit
 	}{{ProfileFile, out.ProfileUpdate, "profile_edits", out.ProfileEdits}, {MemoryFile, out.MemoryUpdate, "memory_edits", out.MemoryEdits}} {
 		old, exists := cur[f.name]
+		form := "whole"
+		refuse := func(reason string) {
+			refusals = append(refusals, refusal{name: f.name, form: form, reason: reason})
+		}
 		if len(f.edits) > 0 {
+			form = "edits"
 			applied, err := memedit.Apply(old.Content, f.edits)
 			if err != nil {
-				refusals = append(refusals, f.name+": "+f.field+" refused, file unchanged: "+err.Error())
+				refuse(f.name + ": " + f.field + " refused, file unchanged: " + err.Error())
 				continue
 			}
 			f.text = applied
@@ -865,24 +887,24 @@ func (s *Service) planCoreWrites(out extractOutput, cur map[string]workspace.Fil
 			base = ""
 		}
 		if err := guard.CheckRewrite(base, text, out.Truncated); err != nil {
-			refusals = append(refusals, f.name+": "+err.Error())
+			refuse(f.name + ": " + err.Error())
 			continue
 		}
 		// Checked here, not in the commit, so that a file the workspace would refuse is a
 		// refusal of that file and not a failure of the whole extraction.
 		if max := s.d.Workspace.MaxBytes(); len(text) > max {
-			refusals = append(refusals, fmt.Sprintf("%s: the new content is %d bytes; at most %d allowed", f.name, len(text), max))
+			refuse(fmt.Sprintf("%s: the new content is %d bytes; at most %d allowed", f.name, len(text), max))
 			continue
 		}
 		if !utf8.ValidString(text) {
-			refusals = append(refusals, f.name+": the new content is not valid UTF-8")
+			refuse(f.name + ": the new content is not valid UTF-8")
 			continue
 		}
 		expect := workspace.CreateOnly
 		if exists {
 			expect = old.Version
 		}
-		writes = append(writes, coreWrite{name: f.name, text: text, expect: expect})
+		writes = append(writes, coreWrite{name: f.name, text: text, expect: expect, form: form})
 	}
 	return writes, refusals
 }
