@@ -993,9 +993,10 @@ func (s *Service) commitRun(_ context.Context, l *lease.Lease, job Job, a *attem
 	done := func(out Result) Result {
 		a.recorded = record
 		a.coalescedDone = sweep
-		for _, f := range written {
-			// After the commit, as workspace.Write does: the recall index and MCP watchers.
-			s.d.Workspace.NotifyChanged(ctx, agentID, f.Filename, f.Version)
+		for i := range written {
+			// After the commit, as workspace.Write does: the recall index, MCP watchers and
+			// the budget check.
+			s.d.Workspace.Committed(ctx, &written[i], store.ActorSummarizer)
 		}
 		return out
 	}

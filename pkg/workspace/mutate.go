@@ -113,9 +113,9 @@ func (s *Service) mutateOnce(ctx context.Context, agentID int64, name string, ex
 // WriteTx is Write inside the caller's transaction, so that a worker commits a file with its
 // other effects (the summarizer: PROFILE.md and MEMORY.md with the daily append, the
 // watermarks and the ledger row) or none of them. There is no retry: a lost compare-and-swap
-// is a *ConflictError, and the caller's transaction is to be rolled back. The change hook is
-// not called: the caller calls NotifyChanged once its transaction has committed. The agent
-// must exist (EnsureAgent).
+// is a *ConflictError, and the caller's transaction is to be rolled back. What follows a
+// write (the change hooks, the budget check) does not run: the caller calls Committed with
+// the returned file once its transaction has committed. The agent must exist (EnsureAgent).
 func (s *Service) WriteTx(tx *gorm.DB, agentID int64, name, content string, expect int64, ch Change) (File, bool, error) {
 	if err := ValidateName(name); err != nil {
 		return File{}, false, err
@@ -125,6 +125,14 @@ func (s *Service) WriteTx(tx *gorm.DB, agentID int64, name, content string, expe
 		err = &ConflictError{Filename: name, Expected: expect, Attempts: 1}
 	}
 	return f, created, err
+}
+
+// Committed runs what follows a committed write for a file WriteTx wrote: the change hooks
+// (recall index, MCP watchers) and, for a budgeted core file, the budget annotation, metric
+// and warning, as Write runs them.
+func (s *Service) Committed(ctx context.Context, f *File, actor string) {
+	s.notifyChanged(ctx, f.AgentID, f.Filename, f.Version)
+	s.afterWrite(ctx, f.AgentID, f, actor)
 }
 
 // mutateIn is one attempt of a mutation inside tx.

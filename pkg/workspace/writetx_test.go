@@ -1,14 +1,19 @@
 package workspace_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
 	"github.com/matememory/matememory/pkg/store"
 	"github.com/matememory/matememory/pkg/store/storetest"
+	"github.com/matememory/matememory/pkg/tokens"
 	"github.com/matememory/matememory/pkg/workspace"
 )
 
@@ -57,6 +62,43 @@ func TestWriteTxFollowsTheCallersTransaction(t *testing.T) {
 		})
 		if !errors.Is(err, workspace.ErrConflict) {
 			t.Fatalf("stale version: %v, want a conflict", err)
+		}
+	})
+}
+
+// Committed runs for a WriteTx what Write runs after its commit: an over-budget core file is
+// warned about and counted, with the writer as actor.
+func TestCommittedChecksTheBudget(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		var logs bytes.Buffer
+		tk, err := tokens.NewCounter().For("gpt-4o")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := workspace.New(db.DB, workspace.WithBudgets(workspace.Budgets{Memory: 100, Profile: 40, Tokenizer: tk}),
+			workspace.WithBudgetMetrics(prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+		ctx := context.Background()
+		cur, err := ws.Get(ctx, 4, "MEMORY.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f workspace.File
+		if err := db.DB.Transaction(func(tx *gorm.DB) error {
+			f, _, err = ws.WriteTx(tx, 4, "MEMORY.md", strings.Repeat("- a long remembered fact about the user\n", 40), cur.Version,
+				workspace.Change{Actor: store.ActorSummarizer})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if logs.Len() != 0 {
+			t.Fatalf("warned before the commit was announced: %s", logs.String())
+		}
+		ws.Committed(ctx, &f, store.ActorSummarizer)
+		if out := logs.String(); strings.Count(out, "level=WARN") != 1 || !strings.Contains(out, "file=MEMORY.md") || !strings.Contains(out, "actor=summarizer") {
+			t.Fatalf("warnings: %s", out)
+		}
+		if f.Tokens == nil || *f.BudgetTokens != 100 {
+			t.Fatalf("file not annotated: %+v", f)
 		}
 	})
 }
