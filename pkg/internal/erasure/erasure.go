@@ -328,6 +328,12 @@ func (s *Service) eraseSubject(ctx context.Context, streamName, subject string) 
 
 // eraseSubjectBefore is eraseSubject for the messages before sequence before (0: all).
 func (s *Service) eraseSubjectBefore(ctx context.Context, streamName, subject string, before uint64) (int64, error) {
+	return s.eraseWhere(ctx, streamName, subject, before, nil)
+}
+
+// eraseWhere erases the messages of stream on subject before sequence before (0: all) whose
+// payload match says is one (nil: every one).
+func (s *Service) eraseWhere(ctx context.Context, streamName, subject string, before uint64, match func([]byte) bool) (int64, error) {
 	st, err := s.d.JS.Stream(ctx, streamName)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, nil
@@ -347,10 +353,12 @@ func (s *Service) eraseSubjectBefore(ctx context.Context, streamName, subject st
 		if before > 0 && m.Sequence >= before {
 			return n, nil
 		}
-		if err := st.SecureDeleteMsg(ctx, m.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-			return n, fmt.Errorf("erase %s message %d: %w", streamName, m.Sequence, err)
+		if match == nil || match(m.Data) {
+			if err := st.SecureDeleteMsg(ctx, m.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+				return n, fmt.Errorf("erase %s message %d: %w", streamName, m.Sequence, err)
+			}
+			n++
 		}
-		n++
 		seq = m.Sequence + 1
 	}
 }
@@ -478,7 +486,7 @@ func (s *Service) EraseConversation(ctx context.Context, agentID int64, conv, ac
 			{bus.StreamDLQ, bus.SubjectDeadLetter + "." + bus.AgentSubject(bus.SubjectCompleted, agentID)},
 			{bus.StreamDLQ, bus.SubjectDeadLetter + "." + bus.AgentSubject(bus.SubjectSummarize, agentID)},
 		} {
-			n, err := s.eraseMatching(ctx, as.stream, as.subject, func(data []byte) bool {
+			n, err := s.eraseWhere(ctx, as.stream, as.subject, 0, func(data []byte) bool {
 				var m struct {
 					ConversationID string `json:"conversationId"`
 				}
@@ -499,32 +507,4 @@ func (s *Service) EraseConversation(ctx context.Context, agentID int64, conv, ac
 	}
 	s.d.Log.Info("conversation erased", "agent", agentID, "actor", actor, "rows", r.Rows, "messages", r.Messages, "derived", len(r.Derived))
 	return r, nil
-}
-
-// eraseMatching erases the messages of stream on subject whose payload match says is one.
-func (s *Service) eraseMatching(ctx context.Context, streamName, subject string, match func([]byte) bool) (int64, error) {
-	st, err := s.d.JS.Stream(ctx, streamName)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("open stream %s: %w", streamName, err)
-	}
-	var n int64
-	for seq := uint64(1); ; {
-		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return n, nil
-		}
-		if err != nil {
-			return n, fmt.Errorf("find %s messages on %s: %w", streamName, subject, err)
-		}
-		if match(m.Data) {
-			if err := st.SecureDeleteMsg(ctx, m.Sequence); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-				return n, fmt.Errorf("erase %s message %d: %w", streamName, m.Sequence, err)
-			}
-			n++
-		}
-		seq = m.Sequence + 1
-	}
 }
