@@ -1,13 +1,17 @@
 package app
 
 import (
+	"context"
 	"net/http"
 	"strings"
 
+	"github.com/matememory/matememory/pkg/bus"
+	"github.com/matememory/matememory/pkg/config"
 	"github.com/matememory/matememory/pkg/console"
 	"github.com/matememory/matememory/pkg/cronjob"
 	"github.com/matememory/matememory/pkg/emergence"
 	"github.com/matememory/matememory/pkg/httpapi"
+	"github.com/matememory/matememory/pkg/lease"
 	"github.com/matememory/matememory/pkg/ledger"
 	"github.com/matememory/matememory/pkg/summarizer"
 	"github.com/matememory/matememory/pkg/window"
@@ -19,6 +23,23 @@ type apiParts struct {
 	emergence *emergence.Trigger
 	cron      *cronjob.Service
 	window    *window.Service
+	// leases is the API process's binding of the lease bucket: the pending view reads it,
+	// the erasure takes an agent's lease (apiLeases binds it once).
+	leases *lease.Manager
+}
+
+// apiLeases binds the per-agent lease bucket once for the API process's parts.
+func (a *App) apiLeases(ctx context.Context) (*lease.Manager, error) {
+	if a.parts.leases != nil {
+		return a.parts.leases, nil
+	}
+	m := a.Cfg.Mate
+	l, err := lease.Bucket(ctx, a.JS, bus.BucketLease, config.Seconds(m.Memory.LeaseTTLSeconds), m.NATS.Replicas, owner("api"))
+	if err != nil {
+		return nil, err
+	}
+	a.parts.leases = l
+	return l, nil
 }
 
 // buildConsole builds the web console on API processes: the same services and key scopes

@@ -55,27 +55,9 @@ func canaryLLM(r llmtest.Received) llmtest.Reply {
 // again bring nothing back, and the other agent's canaries are all still there.
 func TestEraseAgentLeavesNoByte(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db storetest.DB) {
-		fake := llmtest.New(t, canaryLLM)
-		cfg := config.Default()
-		cfg.Mate.DataDir = t.TempDir()
-		cfg.Mate.HTTP.Addr = "127.0.0.1:0"
-		cfg.Mate.NATS.EmbeddedListen = "127.0.0.1:0"
-		cfg.Mate.Timezone = "UTC"
-		cfg.Mate.LLM.BaseURL, cfg.Mate.LLM.APIKey, cfg.Mate.LLM.Model = fake.URL+"/v1/", "test-key", "fake-model"
-		cfg.Mate.Memory.CooldownMinutes = 0.01
-		if db.Driver == "mysql" {
-			cfg.Mate.Database = config.Database{Driver: "mysql", DSN: db.DSN}
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		a, err := New(ctx, Options{Config: cfg, Log: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(a.Close)
-		if err := a.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
+		a, cfg := startCanaryApp(t, ctx, db, "127.0.0.1:0")
 		base := "http://" + a.Addr
 		occurred := time.Now().UTC().Add(-time.Minute).Format(time.RFC3339Nano)
 
@@ -221,6 +203,32 @@ func TestEraseAgentLeavesNoByte(t *testing.T) {
 	})
 }
 
+// startCanaryApp runs the all-in-one process on db with the canary model, a cooldown of
+// 0.6 s and, when listen is set, the embedded NATS listener there.
+func startCanaryApp(t *testing.T, ctx context.Context, db storetest.DB, listen string) (*App, config.Config) {
+	t.Helper()
+	fake := llmtest.New(t, canaryLLM)
+	cfg := config.Default()
+	cfg.Mate.DataDir = t.TempDir()
+	cfg.Mate.HTTP.Addr = "127.0.0.1:0"
+	cfg.Mate.NATS.EmbeddedListen = listen
+	cfg.Mate.Timezone = "UTC"
+	cfg.Mate.LLM.BaseURL, cfg.Mate.LLM.APIKey, cfg.Mate.LLM.Model = fake.URL+"/v1/", "test-key", "fake-model"
+	cfg.Mate.Memory.CooldownMinutes = 0.01
+	if db.Driver == "mysql" {
+		cfg.Mate.Database = config.Database{Driver: "mysql", DSN: db.DSN}
+	}
+	a, err := New(ctx, Options{Config: cfg, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	if err := a.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return a, cfg
+}
+
 // countCanary counts the canary in every file of the data directory (the SQLite database and
 // its WAL, the JetStream store) and, on MariaDB, in every row of every table.
 func countCanary(t *testing.T, a *App, db storetest.DB, dir, canary string) int {
@@ -314,26 +322,9 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool,
 // extraction wrote are listed for review, and the agent's other conversation stays whole.
 func TestEraseConversation(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db storetest.DB) {
-		fake := llmtest.New(t, canaryLLM)
-		cfg := config.Default()
-		cfg.Mate.DataDir = t.TempDir()
-		cfg.Mate.HTTP.Addr = "127.0.0.1:0"
-		cfg.Mate.Timezone = "UTC"
-		cfg.Mate.LLM.BaseURL, cfg.Mate.LLM.APIKey, cfg.Mate.LLM.Model = fake.URL+"/v1/", "test-key", "fake-model"
-		cfg.Mate.Memory.CooldownMinutes = 0.01
-		if db.Driver == "mysql" {
-			cfg.Mate.Database = config.Database{Driver: "mysql", DSN: db.DSN}
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		a, err := New(ctx, Options{Config: cfg, Log: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(a.Close)
-		if err := a.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
+		a, cfg := startCanaryApp(t, ctx, db, "")
 		base := "http://" + a.Addr
 		for _, c := range []string{"gone", "keep"} {
 			ev := fmt.Sprintf(`{"eventId":"e-%s","agentId":1,"conversationId":"c-%s","userMessage":"please remember canary%s for me","assistantReply":"Noted.","messageCount":4,"triggerSource":"web",

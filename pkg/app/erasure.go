@@ -21,8 +21,7 @@ func (a *App) buildErasure(ctx context.Context) error {
 	if !a.Has(TargetAPI) {
 		return nil
 	}
-	m := a.Cfg.Mate
-	leases, err := lease.Bucket(ctx, a.JS, bus.BucketLease, config.Seconds(m.Memory.LeaseTTLSeconds), m.NATS.Replicas, owner("erasure"))
+	leases, err := a.apiLeases(ctx)
 	if err != nil {
 		return err
 	}

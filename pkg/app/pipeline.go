@@ -47,8 +47,8 @@ func (a *App) buildPipeline(ctx context.Context) error {
 			return err
 		}
 		a.onClose(pub.Close)
-		// The API reads agents' records (their pending work) and never takes a lease.
-		leases, err := lease.Bucket(ctx, a.JS, bus.BucketLease, set.LeaseTTL, a.Cfg.Mate.NATS.Replicas, owner("api"))
+		// The API reads agents' records (their pending work).
+		leases, err := a.apiLeases(ctx)
 		if err != nil {
 			return err
 		}

@@ -90,20 +90,10 @@ func TestMethodPanicIsRecovered(t *testing.T) {
 	s := New(p, 7, Options{Language: "en", Transport: Stdio, Notify: true, Guard: g})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := s.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := connectInMemory(t, ctx, s)
 
 	p.listPanics.Store(true)
-	_, err = cs.ListResources(ctx, nil)
+	_, err := cs.ListResources(ctx, nil)
 	var werr *jsonrpc.Error
 	if !errors.As(err, &werr) || werr.Code != jsonrpc.CodeInternalError {
 		t.Fatalf("resources/list with a panicking listing: %v, want an internal error", err)
@@ -137,17 +127,7 @@ func TestHubRecoversPanics(t *testing.T) {
 	s := New(p, 9, Options{Language: "en", Transport: Stdio, Notify: true, Guard: g})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := s.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	connectInMemory(t, ctx, s)
 	h := NewHub(HubGuard(g))
 	h.Add(s)
 	p.listPanics.Store(true)
@@ -162,4 +142,22 @@ func TestHubRecoversPanics(t *testing.T) {
 	if got := g.Count("mcp.hub"); got != 1 {
 		t.Fatalf("hub panics recovered = %v after a good change, want still 1", got)
 	}
+}
+
+// connectInMemory connects a client session to s over in-memory transports, closed at the
+// test's end.
+func connectInMemory(t *testing.T, ctx context.Context, s *Server) *mcp.ClientSession {
+	t.Helper()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := s.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
 }
