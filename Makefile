@@ -19,7 +19,7 @@ test-race:
 
 # VERSION is stamped into every binary (--version, the start-up banner).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS  = -X github.com/matememory/matememory/pkg/app.Version=$(VERSION)
+LDFLAGS  = -X github.com/matememory/matememory/pkg/internal/app.Version=$(VERSION)
 
 BENCHTIME ?= 1x
 
@@ -28,7 +28,7 @@ bench: ## benchmarks (each reports its own p50/p99 and rates); figures go to doc
 
 screenshots: ## regenerate the console screenshots in docs/console with the browser test (needs chromium; fonts-wqy-microhei for Chinese)
 	mkdir -p docs/console
-	MATE_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run TestConsoleInBrowser ./pkg/console
+	MATE_CONSOLE_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run TestConsoleInBrowser ./pkg/internal/console
 
 build:
 	mkdir -p $(BIN)

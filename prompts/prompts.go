@@ -1,5 +1,5 @@
 // Package prompts embeds MateMemory's prompt templates: <group>/<name>.<lang>.md, with
-// {{variable}} placeholders rendered in one pass by pkg/prompt.
+// {{variable}} placeholders rendered in one pass by pkg/internal/prompt.
 package prompts
 
 import "embed"

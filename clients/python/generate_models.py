@@ -5,7 +5,7 @@
 
 No generator for OpenAPI 3.1 into TypedDicts is packaged by Debian, and the document uses
 only plain JSON Schema (object, array, scalar types, nullable unions, enums, const, oneOf and
-anyOf of those, $ref), so this maps exactly that and refuses anything else rather than guessing. clients/clients_test.go
+anyOf of those, $ref), so this maps exactly that and refuses anything else rather than guessing. pkg/internal/test/clients/clients_test.go
 regenerates the file from the live document and fails when the committed one differs.
 """
 
@@ -104,7 +104,7 @@ def generate(doc: dict[str, Any]) -> str:
     out = [
         '"""MateMemory API models, generated from the served OpenAPI document by generate_models.py.',
         "",
-        "Do not edit: regenerate (clients/clients_test.go fails when this file drifts).",
+        "Do not edit: regenerate (pkg/internal/test/clients/clients_test.go fails when this file drifts).",
         '"""',
         "",
         "from __future__ import annotations",

@@ -3,7 +3,7 @@ package client_test
 // The client's own tests use only the standard library and httptest servers: whatever they
 // import lands in the module graph of every program that imports pkg/client (go mod tidy
 // reads the tests of the packages it builds). The tests against the real service are in
-// test/goclient, the dependency checks in test/clientdeps.
+// pkg/internal/test/goclient, the dependency checks in pkg/internal/test/clientdeps.
 
 import (
 	"context"

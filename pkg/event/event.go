@@ -29,7 +29,7 @@ import (
 	"unicode/utf8"
 )
 
-// Names shared with the workers (pkg/bus holds the same values; a test keeps them equal).
+// Names shared with the workers (pkg/internal/bus holds the same values; a test keeps them equal).
 const (
 	// Stream is the JetStream stream that stores both subjects below.
 	Stream = "MATE_EVENTS"

@@ -18,7 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/matememory/matememory/pkg/event"
-	"github.com/matememory/matememory/pkg/tracing"
+	"github.com/matememory/matememory/pkg/internal/tracing"
 )
 
 // ErrUnavailable: JetStream did not confirm it stored the event (no connection, no

@@ -1,6 +1,6 @@
 """MateMemory API models, generated from the served OpenAPI document by generate_models.py.
 
-Do not edit: regenerate (clients/clients_test.go fails when this file drifts).
+Do not edit: regenerate (pkg/internal/test/clients/clients_test.go fails when this file drifts).
 """
 
 from __future__ import annotations

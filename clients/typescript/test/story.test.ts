@@ -1,4 +1,4 @@
-// The chat-service story against a live MateMemory (started by clients/clients_test.go with a
+// The chat-service story against a live MateMemory (started by pkg/internal/test/clients/clients_test.go with a
 // scripted fake model that writes every "fact-…" word of a transcript to the daily note):
 // MATE_URL, MATE_API_KEY (allowed for MATE_AGENT_ID), MATE_OTHER_KEY (not allowed for it).
 import assert from "node:assert/strict";

@@ -13,12 +13,12 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/matememory/matememory/pkg/conversation"
-	"github.com/matememory/matememory/pkg/cronjob"
-	"github.com/matememory/matememory/pkg/ledger"
-	"github.com/matememory/matememory/pkg/store"
-	"github.com/matememory/matememory/pkg/store/storetest"
-	"github.com/matememory/matememory/pkg/workspace"
+	"github.com/matememory/matememory/pkg/internal/conversation"
+	"github.com/matememory/matememory/pkg/internal/cronjob"
+	"github.com/matememory/matememory/pkg/internal/ledger"
+	"github.com/matememory/matememory/pkg/internal/store"
+	"github.com/matememory/matememory/pkg/internal/store/storetest"
+	"github.com/matememory/matememory/pkg/internal/workspace"
 )
 
 var all = Includes{History: true, Messages: true, Ledger: true}

@@ -13,8 +13,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/matememory/matememory/pkg/store"
-	"github.com/matememory/matememory/pkg/workspace"
+	"github.com/matememory/matememory/pkg/internal/store"
+	"github.com/matememory/matememory/pkg/internal/workspace"
 )
 
 // Service exports and imports agents' bundles.

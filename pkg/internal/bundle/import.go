@@ -11,8 +11,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/matememory/matememory/pkg/cronjob"
-	"github.com/matememory/matememory/pkg/store"
+	"github.com/matememory/matememory/pkg/internal/cronjob"
+	"github.com/matememory/matememory/pkg/internal/store"
 )
 
 // Import modes.

@@ -13,9 +13,9 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/matememory/matememory/pkg/store"
-	"github.com/matememory/matememory/pkg/store/storetest"
-	"github.com/matememory/matememory/pkg/workspace"
+	"github.com/matememory/matememory/pkg/internal/store"
+	"github.com/matememory/matememory/pkg/internal/store/storetest"
+	"github.com/matememory/matememory/pkg/internal/workspace"
 )
 
 // seedLarge gives agent id n files of about 2 KiB, each with one previous version, in

@@ -11,10 +11,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/matememory/matememory/pkg/conversation"
-	"github.com/matememory/matememory/pkg/cronjob"
-	"github.com/matememory/matememory/pkg/store"
-	"github.com/matememory/matememory/pkg/workspace"
+	"github.com/matememory/matememory/pkg/internal/conversation"
+	"github.com/matememory/matememory/pkg/internal/cronjob"
+	"github.com/matememory/matememory/pkg/internal/store"
+	"github.com/matememory/matememory/pkg/internal/workspace"
 )
 
 // Limits of a bundle an import accepts: the uniqueness checks keep one entry per file and

@@ -10,11 +10,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/matememory/matememory/pkg/bus"
-	"github.com/matememory/matememory/pkg/bus/bustest"
+	"github.com/matememory/matememory/pkg/internal/bus"
+	"github.com/matememory/matememory/pkg/internal/bus/bustest"
 	"github.com/matememory/matememory/pkg/internal/erasure"
-	"github.com/matememory/matememory/pkg/store"
-	"github.com/matememory/matememory/pkg/store/storetest"
+	"github.com/matememory/matememory/pkg/internal/store"
+	"github.com/matememory/matememory/pkg/internal/store/storetest"
 )
 
 // BenchmarkEraseAgent erases an agent with 10,000 files (each with a history version) and

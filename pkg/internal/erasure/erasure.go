@@ -23,13 +23,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"gorm.io/gorm"
 
-	"github.com/matememory/matememory/pkg/bus"
-	"github.com/matememory/matememory/pkg/emergence"
-	"github.com/matememory/matememory/pkg/lease"
-	"github.com/matememory/matememory/pkg/recall"
-	"github.com/matememory/matememory/pkg/scheduler"
-	"github.com/matememory/matememory/pkg/store"
-	"github.com/matememory/matememory/pkg/window"
+	"github.com/matememory/matememory/pkg/internal/bus"
+	"github.com/matememory/matememory/pkg/internal/emergence"
+	"github.com/matememory/matememory/pkg/internal/lease"
+	"github.com/matememory/matememory/pkg/internal/recall"
+	"github.com/matememory/matememory/pkg/internal/scheduler"
+	"github.com/matememory/matememory/pkg/internal/store"
+	"github.com/matememory/matememory/pkg/internal/window"
 )
 
 // Receipt says what an erasure removed from each store, with counts, and nothing else.

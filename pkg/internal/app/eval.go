@@ -1,0 +1,101 @@
+package app
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/matememory/matememory/pkg/internal/config"
+	"github.com/matememory/matememory/pkg/internal/recall"
+	"github.com/matememory/matememory/pkg/internal/recall/evalset"
+	"github.com/matememory/matememory/pkg/internal/recall/lexical"
+	"github.com/matememory/matememory/pkg/internal/store"
+	"github.com/matememory/matememory/pkg/internal/workspace"
+)
+
+// evalRecall is `api eval`: the retrieval evaluation against the configured embedding
+// endpoint (mate.embedding.*), in a scratch SQLite database, never the service's.
+func evalRecall(ctx context.Context, cfg config.Config, log *slog.Logger, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	setPath := fs.String("set", "", "evaluation set JSON (default: the built-in synthetic memory, pkg/internal/recall/evalset/testdata/eval.json)")
+	k := fs.Int("k", 5, "recall@k")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: api eval [-set file.json] [-k 5]")
+		fmt.Fprintln(stderr, "Indexes the evaluation memory in a scratch database with the configured embedding endpoint")
+		fmt.Fprintln(stderr, "(MATE_EMBEDDING_BASE_URL, _API_KEY, _MODEL, _DIMENSIONS) and prints recall@k and MRR for")
+		fmt.Fprintln(stderr, "BM25 alone, cosine alone, BM25 with the identifier boost, and the full hybrid.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	set, err := evalset.Load(*setPath)
+	if err != nil {
+		fmt.Fprintln(stderr, "eval:", err)
+		return 1
+	}
+	emb := embedder(cfg)
+	if emb == nil {
+		fmt.Fprintln(stderr, "eval: no embedding endpoint configured; set MATE_EMBEDDING_BASE_URL (and _API_KEY, _MODEL); only the lexical rows are computed")
+	}
+	dir, err := os.MkdirTemp("", "matememory-eval-")
+	if err != nil {
+		fmt.Fprintln(stderr, "eval:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	db, err := store.Open("sqlite", "", dir)
+	if err != nil {
+		fmt.Fprintln(stderr, "eval:", err)
+		return 1
+	}
+	defer store.Close(db)
+	if err := store.Migrate(ctx, db); err != nil {
+		fmt.Fprintln(stderr, "eval:", err)
+		return 1
+	}
+	clock := func() time.Time { return set.Now }
+	an := lexical.NewAnalyzer()
+	base := recallSettings(cfg)
+	var iopts []recall.IndexerOption
+	if emb != nil {
+		iopts = append(iopts, recall.WithEmbedder(emb))
+	}
+	ix := recall.NewIndexer(db, an, base, append(iopts, recall.WithClock(clock), recall.WithLogger(log))...)
+	ws := workspace.New(db, workspace.WithDefaults(cfg.Mate.Language, "UTC"), workspace.WithClock(clock))
+	start := time.Now()
+	if err := evalset.Seed(ctx, ws, ix, 1, set); err != nil {
+		fmt.Fprintln(stderr, "eval:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "indexed %d files in %s\n", len(set.Files), time.Since(start).Round(time.Millisecond))
+	var rows []evalset.Metrics
+	for _, name := range evalset.Order {
+		if evalset.UsesVectors(name) && emb == nil {
+			continue
+		}
+		opts := []recall.SearcherOption{recall.SearchWithClock(clock), recall.SearchWithLogger(log)}
+		if evalset.UsesVectors(name) {
+			opts = append(opts, recall.SearchWithEmbedder(emb))
+		}
+		m, err := evalset.Evaluate(ctx, recall.NewSearcher(db, an, evalset.Configurations(base)[name], opts...), 1, set, name, *k)
+		if err != nil {
+			fmt.Fprintln(stderr, "eval:", err)
+			return 1
+		}
+		if m.Degraded > 0 {
+			fmt.Fprintf(stderr, "eval: %s: %d searches fell back to lexical (embedding endpoint failed)\n", name, m.Degraded)
+		}
+		rows = append(rows, m)
+	}
+	if emb != nil {
+		fmt.Fprintf(stdout, "embedding model %s\n", emb.Model())
+	}
+	evalset.Print(stdout, rows)
+	return 0
+}

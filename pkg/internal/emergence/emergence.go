@@ -1,0 +1,706 @@
+// Package emergence is the spec's 记忆整合 (memory emergence): it reads an agent's recent
+// daily notes (memory/YYYY-MM-DD.md) and its MEMORY.md, asks the model what recurs and
+// matters, and replaces MEMORY.md with the consolidation when the model says it should.
+//
+// Requests come from a JetStream stream (MATE_EMERGENCE): one per cron slot from the
+// scheduler, one per manual trigger from the API. The worker takes the same per-agent lease
+// as the summarizer, so nothing else of the pipeline writes the agent's MEMORY.md meanwhile;
+// a request that meets a held lease is redelivered later, never dropped. MEMORY.md is
+// written with compare-and-swap on the version read before the model call (a tool edit that
+// lands during the call makes the worker re-read and ask again), a rewrite that is empty,
+// cut off or drops most of the file is refused, secrets are redacted, the previous version
+// stays in the file's history, and every attempt is a row in the run ledger.
+package emergence
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+
+	"github.com/matememory/matememory/pkg/internal/bus"
+	"github.com/matememory/matememory/pkg/internal/fence"
+	"github.com/matememory/matememory/pkg/internal/guard"
+	"github.com/matememory/matememory/pkg/internal/lease"
+	"github.com/matememory/matememory/pkg/internal/ledger"
+	"github.com/matememory/matememory/pkg/internal/llm"
+	"github.com/matememory/matememory/pkg/internal/memedit"
+	"github.com/matememory/matememory/pkg/internal/panics"
+	"github.com/matememory/matememory/pkg/internal/prompt"
+	"github.com/matememory/matememory/pkg/internal/ratelog"
+	"github.com/matememory/matememory/pkg/internal/store"
+	"github.com/matememory/matememory/pkg/internal/tracing"
+	"github.com/matememory/matememory/pkg/internal/workspace"
+)
+
+// MemoryFile is the file emergence rewrites.
+const MemoryFile = "MEMORY.md"
+
+// ReasonNoLLM is the skip reason when no model is configured: the offline provider never
+// touches MEMORY.md (DESIGN.md §2).
+const ReasonNoLLM = "no LLM configured"
+
+// Config is what the worker needs from configuration.
+type Config struct {
+	// Enabled is mate.memory.emergence-enabled; when false every request is skipped.
+	Enabled bool
+	// DayRange is mate.memory.emergence-day-range: the calendar days, today included, whose
+	// daily notes are read (see docs/emergence.md).
+	DayRange int
+	// MaxDeliver bounds deliveries of a request before it is dead-lettered.
+	MaxDeliver int
+	// AckWait must exceed the worst-case model call.
+	AckWait time.Duration
+	// Concurrency is how many agents one worker consolidates at once (default 4).
+	Concurrency int
+	// Stream is MATE_EMERGENCE as the composition root derives it for every process.
+	Stream jetstream.StreamConfig
+	// DLQ is created when missing (MATE_DLQ).
+	DLQ jetstream.StreamConfig
+	// LeaseRetry is the first redelivery delay of a request that met a held lease (default
+	// 2 s), doubling up to 30 s.
+	LeaseRetry time.Duration
+	// RetryBase is the first redelivery delay after a transient failure (default 10 s),
+	// doubling up to 5 minutes.
+	RetryBase time.Duration
+	// MaxNotesBytes bounds the daily notes put in the prompt (default 96 KiB); older notes
+	// are left out first.
+	MaxNotesBytes int
+	// CASAttempts bounds the model calls of one attempt when MEMORY.md keeps changing under
+	// it (default 3).
+	CASAttempts int
+	// HandlerTimeout bounds the handling of one request (default (CASAttempts+1) × AckWait):
+	// past it the handler's context is cancelled, so a stalled database or model call gives
+	// up, the lease is released and the request is retried.
+	HandlerTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.DayRange <= 0 {
+		c.DayRange = 7
+	}
+	if c.MaxDeliver <= 0 {
+		c.MaxDeliver = 20
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = 3 * time.Minute
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 4
+	}
+	if c.LeaseRetry <= 0 {
+		c.LeaseRetry = 2 * time.Second
+	}
+	if c.RetryBase <= 0 {
+		c.RetryBase = 10 * time.Second
+	}
+	if c.MaxNotesBytes <= 0 {
+		c.MaxNotesBytes = 96 << 10
+	}
+	if c.CASAttempts <= 0 {
+		c.CASAttempts = 3
+	}
+	if c.HandlerTimeout <= 0 {
+		c.HandlerTimeout = time.Duration(c.CASAttempts+1) * c.AckWait
+	}
+	return c
+}
+
+// ConsumerConfig is the workers' shared durable consumer: created at start-up and bound
+// (DESIGN.md §8), explicit acks, bounded deliveries.
+func ConsumerConfig(c Config) jetstream.ConsumerConfig {
+	c = c.withDefaults()
+	return jetstream.ConsumerConfig{
+		Durable:       Consumer,
+		Description:   "MateMemory emergence workers",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.AckWait,
+		MaxDeliver:    c.MaxDeliver,
+		FilterSubject: bus.SubjectEmergence + ".>",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		MaxAckPending: 1000,
+	}
+}
+
+// Worker consumes emergence requests.
+type Worker struct {
+	js      jetstream.JetStream
+	ws      *workspace.Service
+	ledger  *ledger.Ledger
+	leases  *lease.Manager
+	client  llm.Client
+	prompts *prompt.Loader
+	cfg     Config
+	now     func() time.Time
+	log     *slog.Logger
+	warn    *ratelog.Logger
+	runs    *prometheus.CounterVec
+	tracing tracing.Messaging
+	guard   *panics.Guard
+
+	mu   sync.Mutex
+	it   jetstream.MessagesContext
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+// Option configures a Worker.
+type Option func(*Worker)
+
+// WithClock replaces time.Now for dates (which daily notes are recent).
+func WithClock(now func() time.Time) Option { return func(w *Worker) { w.now = now } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(w *Worker) { w.log = l } }
+
+// WithGuard recovers, logs and counts a panic while a request is handled (it is then retried
+// like a transient failure); without it a guard logs to the worker's logger.
+func WithGuard(g *panics.Guard) Option { return func(w *Worker) { w.guard = g } }
+
+// WithTracing starts a consumer span per delivery with m, as a child of the span that
+// published the request (its context travels in the message headers), so the model call
+// joins the trace of the cron slot or the manual trigger.
+func WithTracing(m tracing.Messaging) Option { return func(w *Worker) { w.tracing = m } }
+
+// WithRegistry registers the worker's metrics.
+func WithRegistry(reg prometheus.Registerer) Option {
+	return func(w *Worker) {
+		w.runs = prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "matememory_emergence_runs_total",
+			Help: "Emergence attempts by outcome (completed, skipped, refused, failed, deferred, dead_lettered).",
+		}, []string{"status"})
+		reg.MustRegister(w.runs)
+	}
+}
+
+// NewWorker builds a worker. client nil means no model is configured: requests are
+// skipped with ReasonNoLLM. leases must be the per-agent lease bucket (bus.BucketLease) the
+// summarizer uses.
+func NewWorker(js jetstream.JetStream, ws *workspace.Service, led *ledger.Ledger, leases *lease.Manager,
+	client llm.Client, prompts *prompt.Loader, cfg Config, opts ...Option) *Worker {
+	w := &Worker{js: js, ws: ws, ledger: led, leases: leases, client: client, prompts: prompts,
+		cfg: cfg.withDefaults(), now: time.Now, log: slog.Default()}
+	for _, o := range opts {
+		o(w)
+	}
+	// Failed attempts (the LLM down) show at once, then at a bounded rate.
+	w.warn = ratelog.New(w.log, 30*time.Second, 5)
+	if w.guard == nil {
+		w.guard = panics.New(w.log, nil)
+	}
+	return w
+}
+
+// Provision creates MATE_EMERGENCE (and MATE_DLQ when missing) and the durable consumer.
+func (w *Worker) Provision(ctx context.Context) error {
+	if _, err := bus.EnsureStream(ctx, w.js, w.cfg.Stream); err != nil {
+		return err
+	}
+	// MATE_DLQ belongs to the pipeline; create it only when this process runs alone, so two
+	// owners never keep rewriting its settings.
+	if _, err := w.js.Stream(ctx, bus.StreamDLQ); errors.Is(err, jetstream.ErrStreamNotFound) {
+		if _, err := bus.EnsureStream(ctx, w.js, w.cfg.DLQ); err != nil {
+			return err
+		}
+	} else if err != nil {
+		return fmt.Errorf("look up %s: %w", bus.StreamDLQ, err)
+	}
+	_, err := bus.EnsureConsumer(ctx, w.js, Stream, ConsumerConfig(w.cfg))
+	return err
+}
+
+// Start provisions, binds to the durable consumer and consumes until Stop.
+func (w *Worker) Start(ctx context.Context) error {
+	if err := w.Provision(ctx); err != nil {
+		return err
+	}
+	cons, err := w.js.Consumer(ctx, Stream, Consumer)
+	if err != nil {
+		return fmt.Errorf("bind to consumer %s on %s: %w", Consumer, Stream, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(w.cfg.Concurrency))
+	if err != nil {
+		return fmt.Errorf("consume %s: %w", Stream, err)
+	}
+	w.mu.Lock()
+	w.it, w.done = it, make(chan struct{})
+	done := w.done
+	w.mu.Unlock()
+	go w.loop(it, done)
+	return nil
+}
+
+// Stop stops taking requests and waits for those in progress.
+func (w *Worker) Stop() {
+	w.mu.Lock()
+	it, done := w.it, w.done
+	w.it = nil
+	w.mu.Unlock()
+	if it == nil {
+		return
+	}
+	it.Drain()
+	<-done
+	w.wg.Wait()
+}
+
+func (w *Worker) loop(it jetstream.MessagesContext, done chan struct{}) {
+	defer close(done)
+	sem := make(chan struct{}, w.cfg.Concurrency)
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return
+			}
+			w.log.Warn("emergence: next message", "err", err)
+			continue
+		}
+		sem <- struct{}{}
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			defer func() { <-sem }()
+			w.process(msg)
+		}()
+	}
+}
+
+func (w *Worker) count(status string) {
+	if w.runs != nil {
+		w.runs.WithLabelValues(status).Inc()
+	}
+}
+
+// inboxPrefix: replies go only to request/reply inboxes, never to arbitrary subjects named
+// in a message.
+const inboxPrefix = "_INBOX."
+
+var agentSubject = regexp.MustCompile(`^` + regexp.QuoteMeta(bus.SubjectEmergence) + `\.([1-9][0-9]*)$`)
+
+// decode reads a request and checks it against its subject.
+func decode(msg jetstream.Msg) (Request, error) {
+	var req Request
+	m := agentSubject.FindStringSubmatch(msg.Subject())
+	if m == nil {
+		return req, fmt.Errorf("subject %s is not %s.<agentId>", msg.Subject(), bus.SubjectEmergence)
+	}
+	if err := json.Unmarshal(msg.Data(), &req); err != nil {
+		return req, fmt.Errorf("undecodable request: %v", err)
+	}
+	if strconv.FormatInt(req.AgentID, 10) != m[1] {
+		return req, fmt.Errorf("request for agent %d published on %s", req.AgentID, msg.Subject())
+	}
+	if req.RequestID == "" {
+		req.RequestID = msg.Headers().Get("Nats-Msg-Id")
+	}
+	if req.RequestID == "" {
+		if md, err := msg.Metadata(); err == nil {
+			req.RequestID = fmt.Sprintf("seq:%d", md.Sequence.Stream)
+		}
+	}
+	return req, nil
+}
+
+// Failure classes, decided in one place (classify) and acted on in process.
+type action int
+
+const (
+	actAck        action = iota // done: completed, skipped or refused
+	actDefer                    // the agent's lease is held: redeliver soon
+	actRetry                    // transient failure: redeliver with backoff
+	actDeadLetter               // permanent failure: nothing to gain from retrying
+)
+
+// permanentError marks failures that retrying cannot fix (a 400 from the model, an answer
+// that is not the JSON contract).
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+func permanent(err error) error { return &permanentError{err: err} }
+
+func classify(err error) action {
+	var pe *permanentError
+	switch {
+	case err == nil:
+		return actAck
+	case errors.Is(err, lease.ErrHeld):
+		return actDefer
+	case errors.As(err, &pe):
+		return actDeadLetter
+	default:
+		return actRetry
+	}
+}
+
+func backoff(base, limit time.Duration, attempt uint64) time.Duration {
+	d := base
+	for i := uint64(1); i < attempt && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+func (w *Worker) process(msg jetstream.Msg) {
+	ctx, span := w.tracing.StartProcess(context.Background(), msg.Subject(), msg.Headers())
+	defer span.End()
+	attempt := uint64(1)
+	if md, err := msg.Metadata(); err == nil {
+		attempt = md.NumDelivered
+	}
+	span.SetAttributes(attribute.Int64("messaging.nats.delivery_count", int64(attempt)))
+	req, err := decode(msg)
+	if err != nil {
+		span.SetStatus(codes.Error, "poison message")
+		w.deadLetter(ctx, msg, "poison: "+err.Error())
+		return
+	}
+	stop := w.keepAlive(msg)
+	hctx, cancel := context.WithTimeout(ctx, w.cfg.HandlerTimeout)
+	var run ledger.Run
+	if perr := w.guard.Do("emergence.handle", func() { run, err = w.consolidate(hctx, req, int(attempt)) },
+		"agent", req.AgentID, "request", req.RequestID, "attempt", attempt); perr != nil {
+		// Retried with backoff like a transient failure, dead-lettered on the last delivery.
+		run = ledger.Run{Status: store.RunFailed, Reason: perr.Error()}
+		err = perr
+	}
+	cancel()
+	stop()
+	span.SetAttributes(attribute.Int64("matememory.agent_id", req.AgentID), attribute.String("matememory.run.status", run.Status))
+	if act := classify(err); act == actRetry || act == actDeadLetter {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	last := attempt >= uint64(w.cfg.MaxDeliver)
+	switch classify(err) {
+	case actAck:
+		w.reply(req, run, false)
+		if err := msg.Ack(); err != nil {
+			w.log.Warn("emergence: ack", "request", req.RequestID, "err", err)
+		}
+	case actDefer:
+		if last {
+			reason := fmt.Sprintf("agent %d's lease was held at each of %d deliveries (last: %v)", req.AgentID, attempt, err)
+			run.Status, run.Reason = store.RunFailed, reason+"; dead-lettered"
+			w.reply(req, run, false)
+			w.deadLetter(ctx, msg, reason)
+			return
+		}
+		_ = msg.NakWithDelay(backoff(w.cfg.LeaseRetry, 30*time.Second, attempt))
+	case actRetry:
+		if last {
+			run.Reason += fmt.Sprintf("; failed at each of %d deliveries, dead-lettered", attempt)
+			w.reply(req, run, false)
+			w.deadLetter(ctx, msg, fmt.Sprintf("failed at each of %d deliveries; last: %v", attempt, err))
+			return
+		}
+		w.reply(req, run, true)
+		delay := backoff(w.cfg.RetryBase, 5*time.Minute, attempt)
+		if ra, ok := llm.RetryAfter(err); ok {
+			// A rate-limited provider said when to come back: not sooner (within the cap).
+			delay = max(delay, min(ra, 5*time.Minute))
+		}
+		_ = msg.NakWithDelay(delay)
+	case actDeadLetter:
+		run.Reason += "; dead-lettered"
+		w.reply(req, run, false)
+		w.deadLetter(ctx, msg, err.Error())
+	}
+}
+
+// keepAlive tells JetStream the message is still being worked on, so a slow model call does
+// not get it redelivered to another worker meanwhile.
+func (w *Worker) keepAlive(msg jetstream.Msg) func() {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(max(w.cfg.AckWait/3, time.Second))
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func (w *Worker) deadLetter(ctx context.Context, msg jetstream.Msg, reason string) {
+	w.count("dead_lettered")
+	if _, err := bus.DeadLetter(ctx, w.js, bus.LetterFrom(msg, reason)); err != nil {
+		// Leave it unacknowledged: it comes back after AckWait instead of vanishing.
+		w.log.Error("emergence: dead-letter failed; the message will be redelivered", "subject", msg.Subject(), "err", err)
+		_ = msg.NakWithDelay(w.cfg.RetryBase)
+		return
+	}
+	w.log.Warn("emergence: dead-lettered", "subject", msg.Subject(), "reason", reason)
+	if err := msg.Ack(); err != nil {
+		w.log.Warn("emergence: ack after dead-letter", "err", err)
+	}
+}
+
+func (w *Worker) reply(req Request, run ledger.Run, retrying bool) {
+	if req.ReplyTo == "" || !strings.HasPrefix(req.ReplyTo, inboxPrefix) || run.RunID == "" {
+		return
+	}
+	data, _ := json.Marshal(Outcome{RequestID: req.RequestID, RunID: run.RunID, Status: run.Status,
+		Reason: run.Reason, Retrying: retrying})
+	if err := w.js.Conn().Publish(req.ReplyTo, data); err != nil {
+		w.log.Warn("emergence: reply", "request", req.RequestID, "err", err)
+	}
+}
+
+// consolidate runs one attempt and records it in the ledger.
+func (w *Worker) consolidate(ctx context.Context, req Request, attempt int) (ledger.Run, error) {
+	start := time.Now()
+	run := ledger.Run{RunID: uuid.NewString(), Kind: ledger.KindEmergence, AgentID: req.AgentID,
+		EventID: req.RequestID, Attempt: attempt, Provider: "offline"}
+	if w.client != nil {
+		run.Provider, run.Model = "llm", w.client.Model()
+	}
+	err := w.attempt(ctx, req, &run)
+	run.LatencyMs = time.Since(start).Milliseconds()
+	switch classify(err) {
+	case actAck:
+	case actDefer:
+		run.Status, run.Reason = store.RunDeferred, err.Error()+"; redelivered later"
+	default:
+		run.Status, run.Reason = store.RunFailed, err.Error()
+	}
+	w.count(run.Status)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if _, rerr := w.ledger.Record(rctx, run); rerr != nil {
+		w.log.Error("emergence: record run", "agent", req.AgentID, "err", rerr)
+		if err == nil {
+			// The outcome must be on record: try the whole request again.
+			return run, rerr
+		}
+	}
+	if run.Status == store.RunFailed {
+		w.warn.Warn("emergence: attempt failed", "agent", req.AgentID, "request", req.RequestID, "run", run.RunID,
+			"attempt", attempt, "cause", run.Reason)
+	} else {
+		w.log.Info("emergence: attempt", "agent", req.AgentID, "request", req.RequestID, "run", run.RunID,
+			"status", run.Status, "reason", run.Reason)
+	}
+	return run, err
+}
+
+// attempt does the work and fills run's status, reason, tokens and files; an error is a
+// deferral or a failure (classify).
+func (w *Worker) attempt(ctx context.Context, req Request, run *ledger.Run) error {
+	done := func(status, reason string) error {
+		// The reason quotes the model: secrets masked before the ledger and the caller.
+		run.Status, run.Reason = status, guard.Redact(reason)
+		return nil
+	}
+	if !w.cfg.Enabled {
+		return done(store.RunSkipped, "emergence is disabled (mate.memory.emergence-enabled=false)")
+	}
+	if w.client == nil {
+		return done(store.RunSkipped, ReasonNoLLM)
+	}
+	agent, err := w.ws.EnsureAgent(ctx, req.AgentID)
+	if err != nil {
+		if errors.Is(err, workspace.ErrInvalid) {
+			return permanent(err)
+		}
+		return err
+	}
+	held, err := w.leases.Acquire(ctx, req.AgentID, "emergence "+req.RequestID)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := held.Release(rctx); err != nil {
+			w.log.Warn("emergence: release lease", "agent", req.AgentID, "err", err)
+		}
+	}()
+	lctx := held.Context()
+
+	notes, window, err := w.notes(lctx, agent)
+	if err != nil {
+		return err
+	}
+	if len(notes) == 0 {
+		return done(store.RunSkipped, fmt.Sprintf("no daily notes from %s to %s (the last %d days)", window.from, window.to, w.cfg.DayRange))
+	}
+	rendered, left := renderNotes(notes, w.cfg.MaxNotesBytes)
+	suffix := ""
+	if left > 0 {
+		suffix = fmt.Sprintf(" (%d older notes left out: over the %d-byte prompt budget)", left, w.cfg.MaxNotesBytes)
+	}
+
+	for try := 1; try <= w.cfg.CASAttempts; try++ {
+		cur, expect, err := w.readMemory(lctx, req.AgentID)
+		if err != nil {
+			return err
+		}
+		reply, truncated, err := w.ask(lctx, agent, window, rendered, len(notes)-left, cur, run)
+		if err != nil {
+			return err
+		}
+		if !reply.ShouldUpdate {
+			return done(store.RunSkipped, "the model saw nothing to consolidate: "+oneLine(reply.Reason)+suffix)
+		}
+		proposed := reply.MemoryContent
+		if len(reply.MemoryEdits) > 0 {
+			// Edits apply to the file as read for this call (the version written against
+			// below), all or nothing; a missing or ambiguous anchor refuses them without
+			// asking the model again (docs/emergence.md).
+			applied, err := memedit.Apply(cur, reply.MemoryEdits)
+			if err != nil {
+				return done(store.RunRefused, "memory_edits refused: "+err.Error()+"; MEMORY.md left unchanged")
+			}
+			proposed = applied
+		}
+		// Trimmed as the summarizer trims memory_update: a model's leading blank line or
+		// trailing spaces never reach MEMORY.md.
+		content := strings.TrimSpace(guard.Redact(proposed))
+		base := cur
+		if workspace.IsSeed(MemoryFile, cur) {
+			// The seeded template holds no user information: replacing it loses nothing.
+			base = ""
+		}
+		if err := guard.CheckRewrite(base, content, truncated); err != nil {
+			return done(store.RunRefused, err.Error()+"; MEMORY.md left unchanged")
+		}
+		if strings.TrimSpace(content) == strings.TrimSpace(cur) {
+			return done(store.RunSkipped, "the consolidation equals the current MEMORY.md: "+oneLine(reply.Reason))
+		}
+		// Fencing: a worker that lost its lease writes nothing.
+		if err := held.Err(); err != nil {
+			return err
+		}
+		f, created, err := w.ws.Write(lctx, req.AgentID, MemoryFile, content, expect,
+			workspace.Change{Actor: store.ActorEmergence, Ref: run.RunID, InTx: fence.InTx(held, req.AgentID)})
+		if errors.Is(err, workspace.ErrConflict) || errors.Is(err, workspace.ErrNotFound) {
+			// A tool or API edit landed during the model call: ask again with what is there now.
+			w.log.Info("emergence: MEMORY.md changed during the model call; asking again", "agent", req.AgentID, "try", try)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if created {
+			// MEMORY.md had been deleted: the re-created file is a core file again.
+			on, order := true, 3
+			if _, err := w.ws.SetFlags(lctx, req.AgentID, MemoryFile, &on, &order, f.Version,
+				workspace.Change{Actor: store.ActorEmergence, Ref: run.RunID}); err != nil {
+				w.log.Warn("emergence: enable re-created MEMORY.md", "agent", req.AgentID, "err", err)
+			}
+		}
+		run.FilesChanged = []string{MemoryFile}
+		return done(store.RunCompleted, fmt.Sprintf("MEMORY.md consolidated from %d daily notes (%s to %s): %s%s",
+			len(notes)-left, window.from, window.to, oneLine(reply.Reason), suffix))
+	}
+	return fmt.Errorf("MEMORY.md changed during each of %d model calls; will retry", w.cfg.CASAttempts)
+}
+
+// readMemory returns MEMORY.md's content and the version to write against (CreateOnly when
+// the file does not exist).
+func (w *Worker) readMemory(ctx context.Context, agentID int64) (string, int64, error) {
+	f, err := w.ws.Get(ctx, agentID, MemoryFile)
+	if errors.Is(err, workspace.ErrNotFound) {
+		return "", workspace.CreateOnly, nil
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	return f.Content, f.Version, nil
+}
+
+func (w *Worker) ask(ctx context.Context, agent store.Agent, win window, notes string, n int, memory string, run *ledger.Run) (Reply, bool, error) {
+	lang := agent.Language
+	system, err := w.prompts.Render("memory/emergence-system", lang, map[string]string{})
+	if err != nil {
+		return Reply{}, false, permanent(err)
+	}
+	user, err := w.prompts.Render("memory/emergence-user", lang, map[string]string{
+		"date": win.to, "day_range": strconv.Itoa(w.cfg.DayRange), "note_count": strconv.Itoa(n),
+		"memory_content": memory, "daily_notes": notes,
+	})
+	if err != nil {
+		return Reply{}, false, permanent(err)
+	}
+	resp, err := w.client.Complete(ctx, llm.Request{
+		Messages:  []llm.Message{{Role: "system", Content: system}, {Role: "user", Content: user}},
+		MaxTokens: outputBudget(memory, notes, w.asksForEdits(lang, system)), JSON: true,
+	})
+	run.TokensIn += resp.TokensIn
+	run.TokensOut += resp.TokensOut
+	if resp.Model != "" {
+		run.Model = resp.Model
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			if cause := context.Cause(ctx); cause != nil {
+				return Reply{}, false, fmt.Errorf("model call stopped: %w", cause)
+			}
+		}
+		if llm.Transient(err) {
+			return Reply{}, false, fmt.Errorf("model call: %w", err)
+		}
+		return Reply{}, false, permanent(fmt.Errorf("model call refused: %w", err))
+	}
+	reply, err := ParseReply(resp.Content)
+	if err != nil {
+		if resp.Truncated {
+			// Cut off mid-JSON: refuse like any truncated rewrite rather than fail.
+			return Reply{ShouldUpdate: true}, true, nil
+		}
+		return Reply{}, false, permanent(err)
+	}
+	return reply, resp.Truncated, nil
+}
+
+// outputBudget is the completion limit: room for the whole new MEMORY.md (which replaces
+// the old one, so it is at least about as long) plus growth from the notes. Asked for edits,
+// the answer grows with the change, which the notes bound, not with MEMORY.md.
+func outputBudget(memory, notes string, edits bool) int {
+	if edits {
+		memory = ""
+	}
+	// About 3 bytes per token (English ~4, Chinese ~3 per character of 3 bytes).
+	est := (len(memory)+len(notes)/4)/3 + 1024
+	return min(max(est, 2048), 16384)
+}
+
+// asksForEdits reports whether the templates ask for memory_edits; the user template is
+// looked at unrendered, so that MEMORY.md or a note that mentions the field does not count.
+func (w *Worker) asksForEdits(lang, system string) bool {
+	if strings.Contains(system, "memory_edits") {
+		return true
+	}
+	user, err := w.prompts.Load("memory/emergence-user", lang)
+	return err == nil && strings.Contains(user, "memory_edits")
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if s == "" {
+		return "(no reason given)"
+	}
+	return clip(s, 500)
+}

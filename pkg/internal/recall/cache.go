@@ -1,0 +1,96 @@
+package recall
+
+import (
+	"container/list"
+	"sync"
+
+	"github.com/matememory/matememory/pkg/internal/recall/lexical"
+)
+
+// snapshot is one agent's chunks, BM25 index and vectors, as of a generation.
+type snapshot struct {
+	agentID    int64
+	generation int64
+	model      string
+	chunks     []cachedChunk
+	bm25       *lexical.Index
+	bytes      int64
+	// files is the index state (mate_recall_file) each file's chunks were read at; a refresh
+	// re-reads only the files whose state moved.
+	files map[string]fileState
+}
+
+type fileState struct {
+	fileID, version int64
+	pending         bool
+}
+
+// cache keeps snapshots of recently searched agents within a byte budget (LRU). The
+// database stays the record: a snapshot is used only while its generation is the
+// database's, and index messages drop it early on every replica.
+type cache struct {
+	mu     sync.Mutex
+	budget int64
+	used   int64
+	ll     *list.List
+	byID   map[int64]*list.Element
+}
+
+func newCache(budget int64) *cache {
+	return &cache{budget: budget, ll: list.New(), byID: map[int64]*list.Element{}}
+}
+
+func (c *cache) get(agentID int64) *snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byID[agentID]; ok {
+		c.ll.MoveToFront(e)
+		return e.Value.(*snapshot)
+	}
+	return nil
+}
+
+// put stores s unless it is larger than the whole budget, evicting the least recently used.
+func (c *cache) put(s *snapshot) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byID[s.agentID]; ok {
+		old := e.Value.(*snapshot)
+		if old.generation > s.generation {
+			return
+		}
+		c.used -= old.bytes
+		c.ll.Remove(e)
+		delete(c.byID, s.agentID)
+	}
+	if s.bytes > c.budget {
+		return
+	}
+	for c.used+s.bytes > c.budget && c.ll.Len() > 0 {
+		e := c.ll.Back()
+		old := e.Value.(*snapshot)
+		c.used -= old.bytes
+		c.ll.Remove(e)
+		delete(c.byID, old.agentID)
+	}
+	c.byID[s.agentID] = c.ll.PushFront(s)
+	c.used += s.bytes
+}
+
+// drop forgets an agent's snapshot.
+func (c *cache) drop(agentID int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byID[agentID]; ok {
+		c.used -= e.Value.(*snapshot).bytes
+		c.ll.Remove(e)
+		delete(c.byID, agentID)
+	}
+}
+
+// stats reports entries and bytes used.
+func (c *cache) stats() (int, int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ll.Len(), c.used
+}

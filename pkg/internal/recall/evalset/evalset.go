@@ -1,0 +1,285 @@
+// Package evalset is the retrieval evaluation of memory search: a synthetic five-month
+// memory of one agent (daily notes, notes in sub-folders, conversation summaries, MEMORY.md
+// and PROFILE.md; Chinese, English and mixed; identifiers; facts superseded later;
+// paraphrases) with queries and their gold chunks, and recall@k and MRR over it.
+// testdata/gen.py generates the set.
+package evalset
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/matememory/matememory/pkg/internal/recall"
+	"github.com/matememory/matememory/pkg/internal/store"
+	"github.com/matememory/matememory/pkg/internal/workspace"
+)
+
+//go:embed testdata/eval.json
+var defaultSet []byte
+
+// Gold is a relevant chunk: a file and text the chunk contains.
+type Gold struct {
+	File     string `json:"file"`
+	Contains string `json:"contains"`
+}
+
+// Query is one evaluation query.
+type Query struct {
+	Query string `json:"query"`
+	Kind  string `json:"kind"`
+	// Gold are the chunks that answer it; none means memory has no answer (no hits wanted).
+	Gold []Gold `json:"gold"`
+	// Stale are chunks the gold supersedes (an older note, a core file's to-do line): the
+	// gold should rank above them.
+	Stale []Gold `json:"stale,omitempty"`
+	// Origin names the extension that added the query ("" = the original set).
+	Origin string `json:"origin,omitempty"`
+}
+
+// Set is an evaluation set.
+type Set struct {
+	Now     time.Time         `json:"now"`
+	Files   map[string]string `json:"files"`
+	Queries []Query           `json:"queries"`
+}
+
+// Default is the set shipped in testdata.
+func Default() (Set, error) { return parse(defaultSet) }
+
+// Load reads a set from a file ("" = Default).
+func Load(path string) (Set, error) {
+	if path == "" {
+		return Default()
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return Set{}, err
+	}
+	return parse(raw)
+}
+
+func parse(raw []byte) (Set, error) {
+	var s Set
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return s, fmt.Errorf("evaluation set: %w", err)
+	}
+	if len(s.Files) == 0 || len(s.Queries) == 0 {
+		return s, fmt.Errorf("evaluation set has %d files and %d queries", len(s.Files), len(s.Queries))
+	}
+	return s, nil
+}
+
+// Seed writes the set's files for agentID and indexes them.
+func Seed(ctx context.Context, ws *workspace.Service, ix *recall.Indexer, agentID int64, s Set) error {
+	names := make([]string, 0, len(s.Files))
+	for n := range s.Files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if _, _, err := ws.Write(ctx, agentID, n, s.Files[n], workspace.AnyVersion, workspace.Change{Actor: store.ActorAPI}); err != nil {
+			return fmt.Errorf("seed %s: %w", n, err)
+		}
+	}
+	_, err := ix.Backfill(ctx, agentID, nil)
+	return err
+}
+
+// Metrics are the scores of one configuration.
+type Metrics struct {
+	Name      string
+	Queries   int
+	RecallAtK float64
+	MRR       float64
+	K         int
+	// ByKind is recall@k per query kind, MRRByKind the MRR, At1ByKind recall@1.
+	ByKind, MRRByKind, At1ByKind map[string]float64
+	// Existing is recall@k over the original set's queries (Origin ""), OrigQueries their count.
+	Existing    float64
+	OrigQueries int
+	// NewerFirst is, per kind, the share of queries with stale chunks whose gold is found and
+	// ranks above every stale chunk; Stale counts those queries.
+	NewerFirst map[string]float64
+	Stale      map[string]int
+	// NoHits is, per kind, the share of queries without gold answered with no hits.
+	NoHits map[string]float64
+	// PerKind counts the queries of each kind; NoGold marks the kinds without gold.
+	PerKind map[string]int
+	NoGold  map[string]bool
+	// Degraded counts searches answered lexically because the embedding endpoint failed.
+	Degraded int
+}
+
+// Evaluate runs every query (top 10) and scores recall@k (a gold chunk among the first k
+// hits), MRR (1 / rank of the first gold hit, 0 beyond 10), for queries with stale chunks
+// whether the gold ranks first of them, and for queries without gold whether nothing is hit.
+func Evaluate(ctx context.Context, se *recall.Searcher, agentID int64, s Set, name string, k int) (Metrics, error) {
+	m := Metrics{Name: name, K: k, ByKind: map[string]float64{}, MRRByKind: map[string]float64{}, At1ByKind: map[string]float64{},
+		NewerFirst: map[string]float64{}, Stale: map[string]int{}, NoHits: map[string]float64{}, PerKind: map[string]int{}, NoGold: map[string]bool{}}
+	for _, q := range s.Queries {
+		res, err := se.Search(ctx, agentID, recall.Query{Text: q.Query, MaxResults: 10})
+		if err != nil {
+			return m, fmt.Errorf("query %q: %w", q.Query, err)
+		}
+		if res.Degraded {
+			m.Degraded++
+		}
+		m.PerKind[q.Kind]++
+		if len(q.Gold) == 0 {
+			m.NoGold[q.Kind] = true
+			if len(res.Hits) == 0 {
+				m.NoHits[q.Kind]++
+			}
+			continue
+		}
+		m.Queries++
+		if q.Origin == "" {
+			m.OrigQueries++
+		}
+		goldRank, staleRank := -1, -1
+		for rank, h := range res.Hits {
+			if goldRank < 0 && isGold(h, q.Gold) {
+				goldRank = rank
+			}
+			if staleRank < 0 && isGold(h, q.Stale) {
+				staleRank = rank
+			}
+		}
+		if len(q.Stale) > 0 {
+			m.Stale[q.Kind]++
+			if goldRank >= 0 && (staleRank < 0 || goldRank < staleRank) {
+				m.NewerFirst[q.Kind]++
+			}
+		}
+		if goldRank < 0 {
+			continue
+		}
+		m.MRR += 1 / float64(goldRank+1)
+		m.MRRByKind[q.Kind] += 1 / float64(goldRank+1)
+		if goldRank == 0 {
+			m.At1ByKind[q.Kind]++
+		}
+		if goldRank < k {
+			m.RecallAtK++
+			m.ByKind[q.Kind]++
+			if q.Origin == "" {
+				m.Existing++
+			}
+		}
+	}
+	for kind, n := range m.PerKind {
+		m.ByKind[kind] /= float64(n)
+		m.MRRByKind[kind] /= float64(n)
+		m.At1ByKind[kind] /= float64(n)
+		m.NoHits[kind] /= float64(n)
+		if st := m.Stale[kind]; st > 0 {
+			m.NewerFirst[kind] /= float64(st)
+		}
+	}
+	if m.Queries > 0 {
+		m.RecallAtK /= float64(m.Queries)
+		m.MRR /= float64(m.Queries)
+	}
+	if m.OrigQueries > 0 {
+		m.Existing /= float64(m.OrigQueries)
+	}
+	return m, nil
+}
+
+// isGold reports whether hit h is one of gold, or folds a restatement of it (the same fact
+// written in another file: the hit names that file and its snippet holds the marker).
+func isGold(h recall.Hit, gold []Gold) bool {
+	for _, g := range gold {
+		if !strings.Contains(h.Snippet, g.Contains) {
+			continue
+		}
+		if h.Filename == g.File {
+			return true
+		}
+		if h.Stated != nil && slices.Contains(h.Stated.Files, g.File) {
+			return true
+		}
+	}
+	return false
+}
+
+// Configurations compared by the evaluation: BM25 alone, cosine alone, BM25 with the
+// exact-identifier boost, the service's lexical mode (its defaults without an embedding
+// endpoint) and the full hybrid.
+func Configurations(base recall.Settings) map[string]recall.Settings {
+	lex := base
+	lex.VectorWeight, lex.TextWeight, lex.HalfLifeDays, lex.MMRLambda, lex.ExactBoost = 0, 1, -1, 1, -1
+	vec := base
+	vec.VectorWeight, vec.TextWeight, vec.HalfLifeDays, vec.MMRLambda, vec.ExactBoost = 1, 0, -1, 1, -1
+	lexBoost := lex
+	lexBoost.ExactBoost = 0
+	return map[string]recall.Settings{Lexical: lex, Vector: vec, LexicalBoost: lexBoost, Service: base, Hybrid: base}
+}
+
+// Names of the configurations.
+const (
+	Lexical      = "lexical (BM25 only)"
+	Vector       = "vector (cosine only)"
+	LexicalBoost = "lexical + exact-identifier boost"
+	Service      = "service lexical mode (defaults, no embedder)"
+	Hybrid       = "hybrid (defaults)"
+)
+
+// Order is the order rows are printed in.
+var Order = []string{Lexical, Vector, LexicalBoost, Service, Hybrid}
+
+// UsesVectors reports whether a configuration needs the embedder.
+func UsesVectors(name string) bool { return name == Vector || name == Hybrid }
+
+// Print writes Markdown tables of results: recall@k per kind, then the goals of the kinds
+// that have one (newer first, no hits, recall@1).
+func Print(w io.Writer, ms []Metrics) {
+	kinds := map[string]bool{}
+	for _, m := range ms {
+		for k := range m.PerKind {
+			kinds[k] = true
+		}
+	}
+	var ks []string
+	for k := range kinds {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	fmt.Fprintln(w, "(per-kind columns: recall@k of that kind of query; no-answer and small-talk: share answered with no hits)")
+	fmt.Fprintf(w, "| configuration | queries | recall@%d | original set recall@%d | MRR@10 |", ms[0].K, ms[0].K)
+	for _, k := range ks {
+		fmt.Fprintf(w, " %s |", k)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprint(w, "| --- | --- | --- | --- | --- |")
+	for range ks {
+		fmt.Fprint(w, " --- |")
+	}
+	fmt.Fprintln(w)
+	for _, m := range ms {
+		fmt.Fprintf(w, "| %s | %d | %.3f | %.3f | %.3f |", m.Name, m.Queries, m.RecallAtK, m.Existing, m.MRR)
+		for _, k := range ks {
+			v := m.ByKind[k]
+			if m.NoGold[k] {
+				v = m.NoHits[k]
+			}
+			fmt.Fprintf(w, " %.2f |", v)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| configuration | superseded: newer first | superseded MRR | restated: changed note in top 5 | core-vs-dated: note above core file | core-vs-dated recall@1 | no-answer: no hits | small-talk: no hits |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- |")
+	for _, m := range ms {
+		fmt.Fprintf(w, "| %s | %.2f | %.3f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", m.Name, m.NewerFirst["superseded"], m.MRRByKind["superseded"],
+			m.ByKind["restated"], m.NewerFirst["core-vs-dated"], m.At1ByKind["core-vs-dated"], m.NoHits["no-answer"], m.NoHits["small-talk"])
+	}
+}

@@ -1,0 +1,101 @@
+package evalset_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/matememory/matememory/pkg/internal/recall"
+	"github.com/matememory/matememory/pkg/internal/recall/embed"
+	"github.com/matememory/matememory/pkg/internal/recall/embed/embedtest"
+	"github.com/matememory/matememory/pkg/internal/recall/evalset"
+	"github.com/matememory/matememory/pkg/internal/recall/lexical"
+	"github.com/matememory/matememory/pkg/internal/store/storetest"
+	"github.com/matememory/matememory/pkg/internal/workspace"
+)
+
+// The embedder here is deterministic feature hashing served over the embeddings wire
+// format: this evaluates the plumbing (indexing, vectors, weighting, decay, MMR), not the
+// semantics of a real model. `api eval` runs the same set against a real endpoint.
+func TestEvaluationHybridNotWorseThanLexical(t *testing.T) {
+	set, err := evalset.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, q := range set.Queries {
+		kinds[q.Kind]++
+	}
+	if len(set.Queries) < 300 || kinds["superseded"] < 30 || kinds["restated"] < 20 || kinds["no-answer"]+kinds["small-talk"] < 40 {
+		t.Fatalf("the set has %d queries (%v); at least 300, with 30 superseded, 20 restated and 40 without an answer, wanted", len(set.Queries), kinds)
+	}
+	ctx := context.Background()
+	db := storetest.SQLite(t)
+	srv := embedtest.New(t, 1024)
+	emb := embed.NewOpenAI(srv.Config())
+	an := lexical.NewAnalyzer()
+	clock := func() time.Time { return set.Now }
+	ws := workspace.New(db.DB, workspace.WithDefaults("en", "UTC"), workspace.WithClock(clock))
+	ix := recall.NewIndexer(db.DB, an, recall.Settings{}, recall.WithEmbedder(emb), recall.WithClock(clock))
+	if err := evalset.Seed(ctx, ws, ix, 1, set); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]evalset.Metrics{}
+	var rows []evalset.Metrics
+	for _, name := range evalset.Order {
+		cfg := evalset.Configurations(recall.Settings{})[name]
+		opts := []recall.SearcherOption{recall.SearchWithClock(clock)}
+		if evalset.UsesVectors(name) {
+			opts = append(opts, recall.SearchWithEmbedder(emb))
+		}
+		m, err := evalset.Evaluate(ctx, recall.NewSearcher(db.DB, an, cfg, opts...), 1, set, name, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[name] = m
+		rows = append(rows, m)
+	}
+	var b strings.Builder
+	evalset.Print(&b, rows)
+	t.Logf("\n%s", b.String())
+	// The goals of issue 19 reached so far, in the service's lexical mode and in the hybrid.
+	// Not reached yet (logged, see docs/benchmarks.md): the newer fact first in 90% of the
+	// superseded queries, the dated answer above the core file in 90%, and the original
+	// set's recall@5 of 0.957 (main at 7e8a63c, before the set was extended).
+	for _, name := range []string{evalset.Service, evalset.Hybrid} {
+		m := got[name]
+		for _, g := range []struct {
+			what      string
+			got, want float64
+			held      bool
+		}{
+			{"restated: the changed note in the top 5", m.ByKind["restated"], 0.9, true},
+			{"no-answer: no hits", m.NoHits["no-answer"], 0.9, true},
+			{"small-talk: no hits", m.NoHits["small-talk"], 0.9, true},
+			{"identifier-variant: recall@5", m.ByKind["identifier-variant"], 0.9, true},
+			{"superseded: the newer fact first", m.NewerFirst["superseded"], 0.9, false},
+			{"core-vs-dated: the dated answer above the core file", m.NewerFirst["core-vs-dated"], 0.9, false},
+			{"original set: recall@5", m.Existing, 0.957, false},
+		} {
+			switch {
+			case g.got < g.want && g.held:
+				t.Errorf("%s: %s is %.3f; at least %.3f wanted", name, g.what, g.got, g.want)
+			case g.got < g.want:
+				t.Logf("%s: %s is %.3f; goal %.3f not reached yet", name, g.what, g.got, g.want)
+			}
+		}
+	}
+	lex, hyb := got[evalset.Lexical], got[evalset.Hybrid]
+	// The test embedder is a noisier bag of words: it may cost the hybrid a query or two.
+	if hyb.RecallAtK < lex.RecallAtK-0.01 || hyb.MRR < lex.MRR-0.01 {
+		t.Errorf("hybrid (recall@5 %.3f, MRR %.3f) is worse than lexical alone (%.3f, %.3f)", hyb.RecallAtK, hyb.MRR, lex.RecallAtK, lex.MRR)
+	}
+	if hyb.MRRByKind["superseded"] < lex.MRRByKind["superseded"]-0.01 {
+		t.Errorf("decay and supersession must not rank the newer of two conflicting notes lower: superseded MRR hybrid %.3f vs lexical %.3f",
+			hyb.MRRByKind["superseded"], lex.MRRByKind["superseded"])
+	}
+	if lex.RecallAtK < 0.5 {
+		t.Errorf("lexical recall@5 %.3f is implausibly low: the set or the indexing is broken", lex.RecallAtK)
+	}
+}

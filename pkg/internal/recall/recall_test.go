@@ -1,0 +1,475 @@
+package recall_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/matememory/matememory/pkg/internal/recall"
+	"github.com/matememory/matememory/pkg/internal/recall/embed"
+	"github.com/matememory/matememory/pkg/internal/recall/embed/embedtest"
+	"github.com/matememory/matememory/pkg/internal/recall/lexical"
+	"github.com/matememory/matememory/pkg/internal/store"
+	"github.com/matememory/matememory/pkg/internal/store/storetest"
+	"github.com/matememory/matememory/pkg/internal/workspace"
+)
+
+var now = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+
+type rig struct {
+	ws  *workspace.Service
+	ix  *recall.Indexer
+	se  *recall.Searcher
+	emb *embedtest.Server
+	db  storetest.DB
+}
+
+func newRig(t *testing.T, db storetest.DB, withEmbedder bool) *rig {
+	an := lexical.NewAnalyzer()
+	r := &rig{db: db, ws: workspace.New(db.DB, workspace.WithDefaults("en", "UTC"), workspace.WithClock(func() time.Time { return now }))}
+	var iopts []recall.IndexerOption
+	var sopts []recall.SearcherOption
+	if withEmbedder {
+		r.emb = embedtest.New(t, 64)
+		e := embed.NewOpenAI(r.emb.Config())
+		iopts = append(iopts, recall.WithEmbedder(e))
+		sopts = append(sopts, recall.SearchWithEmbedder(e))
+	}
+	r.ix = recall.NewIndexer(db.DB, an, recall.Settings{}, iopts...)
+	r.se = recall.NewSearcher(db.DB, an, recall.Settings{}, append(sopts, recall.SearchWithClock(func() time.Time { return now }))...)
+	return r
+}
+
+func (r *rig) write(t *testing.T, agent int64, name, content string) {
+	t.Helper()
+	if _, _, err := r.ws.Write(context.Background(), agent, name, content, workspace.AnyVersion, workspace.Change{Actor: store.ActorTool}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ix.Sync(context.Background(), agent, name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *rig) search(t *testing.T, agent int64, q recall.Query) recall.Result {
+	t.Helper()
+	res, err := r.se.Search(context.Background(), agent, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func files(res recall.Result) []string {
+	var out []string
+	for _, h := range res.Hits {
+		out = append(out, h.Filename)
+	}
+	return out
+}
+
+func TestSearchIsolationAndFields(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		r := newRig(t, db, true)
+		r.write(t, 1, "memory/2026-05-30.md", "# 2026-05-30\n\nThe user deploys db-prod-03 every Friday.\n\n用户喜欢喝乌龙茶。\n")
+		r.write(t, 2, "memory/2026-05-30.md", "# 2026-05-30\n\nAgent two deploys db-prod-07 on Friday too.\n")
+		res := r.search(t, 1, recall.Query{Text: "deploy Friday"})
+		if res.Mode != recall.ModeHybrid || res.Degraded || len(res.Hits) == 0 {
+			t.Fatalf("result %+v", res)
+		}
+		for _, h := range res.Hits {
+			if strings.Contains(h.Snippet, "db-prod-07") || strings.Contains(h.Snippet, "Agent two") {
+				t.Fatalf("agent 1 sees agent 2's chunk: %+v", h)
+			}
+		}
+		h := res.Hits[0]
+		if h.Filename != "memory/2026-05-30.md" || h.StartLine != 1 || h.EndLine < 3 || h.Date != "2026-05-30" || !h.Dated ||
+			h.FileVersion != 1 || h.Lexical <= 0 || h.Vector <= 0 || h.Decay >= 1 || h.Decay <= 0.9 {
+			t.Errorf("hit fields %+v", h)
+		}
+		zh := r.search(t, 1, recall.Query{Text: "乌龙茶"})
+		if len(zh.Hits) == 0 || !strings.Contains(zh.Hits[0].Snippet, "乌龙茶") {
+			t.Errorf("Chinese query: %+v", zh)
+		}
+		other := r.search(t, 2, recall.Query{Text: "乌龙茶 db-prod-03"})
+		for _, h := range other.Hits {
+			if strings.Contains(h.Snippet, "乌龙") || strings.Contains(h.Snippet, "db-prod-03") {
+				t.Fatalf("agent 2 sees agent 1's chunk: %+v", h)
+			}
+		}
+	})
+}
+
+func TestSearchBadInput(t *testing.T) {
+	r := newRig(t, storetest.SQLite(t), false)
+	for _, q := range []recall.Query{
+		{Text: "  "}, {Text: strings.Repeat("x", 2001)}, {Text: "a\xffb"}, {Text: "x", MaxResults: 51},
+		{Text: "x", Since: now, Until: now.AddDate(0, 0, -1)},
+		// What a JSON decoder makes of raw non-UTF-8 bytes or a lone "\ud800" escape.
+		{Text: "tea \uFFFD"}, {Text: "x", MaxResults: 0, MaxResultsGiven: true},
+	} {
+		_, err := r.se.Search(context.Background(), 1, q)
+		var ie *recall.InvalidError
+		if !errors.As(err, &ie) || ie.HTTPStatus() != 400 || ie.Msg == "" {
+			t.Errorf("query %.20q: want a 400 InvalidError, got %v", q.Text, err)
+		}
+	}
+}
+
+func TestLexicalOnlySaysSo(t *testing.T) {
+	r := newRig(t, storetest.SQLite(t), false)
+	r.write(t, 1, "MEMORY.md", "# Facts\n\nOrder ORD-2026-0042 was refunded.\n")
+	res := r.search(t, 1, recall.Query{Text: "ORD-2026-0042"})
+	if res.Mode != recall.ModeLexical || res.Degraded || !strings.Contains(res.Notice, "no embedding endpoint") {
+		t.Errorf("want lexical mode with a notice, got %+v", res)
+	}
+	if len(res.Hits) != 1 || res.Hits[0].Decay != 1 || res.Hits[0].Dated {
+		t.Errorf("MEMORY.md hit must not decay: %+v", res.Hits)
+	}
+}
+
+func TestEmbedDownDegradesThenCatchesUp(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		r := newRig(t, db, true)
+		r.emb.SetDown(true)
+		r.write(t, 1, "memory/2026-05-31.md", "# 2026-05-31\n\nThe staging host is stg-web-12.\n")
+		var rec store.RecallFile
+		if err := db.DB.Where("agent_id = 1 AND filename = ?", "memory/2026-05-31.md").Take(&rec).Error; err != nil || !rec.EmbedPending {
+			t.Fatalf("embedding down: file must be indexed with embed_pending, got %+v %v", rec, err)
+		}
+		res := r.search(t, 1, recall.Query{Text: "stg-web-12"})
+		if !res.Degraded || res.Mode != recall.ModeLexical || len(res.Hits) != 1 {
+			t.Fatalf("want degraded lexical hit, got %+v", res)
+		}
+		r.emb.SetDown(false)
+		sr, err := r.ix.Sync(context.Background(), 1, "memory/2026-05-31.md")
+		if err != nil || sr.Outcome != recall.Embedded || sr.EmbeddedTexts != 1 {
+			t.Fatalf("catch-up sync: %+v %v", sr, err)
+		}
+		res = r.search(t, 1, recall.Query{Text: "staging host"})
+		if res.Degraded || len(res.Hits) != 1 || res.Hits[0].Vector <= 0 {
+			t.Fatalf("after catch-up the hit has a vector: %+v", res)
+		}
+	})
+}
+
+func TestOnlyChangedChunksAreEmbeddedAndDeletesRemove(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		r := newRig(t, db, true)
+		ctx := context.Background()
+		var b strings.Builder
+		for i := 0; i < 5; i++ {
+			b.WriteString("## Section " + string(rune('A'+i)) + "\n\nSome fact number " + string(rune('A'+i)) + " about the project.\n\n")
+		}
+		r.write(t, 1, "notes.md", b.String())
+		first := r.emb.Texts.Load()
+		if first != 5 {
+			t.Fatalf("first write embeds 5 chunks, got %d", first)
+		}
+		if _, err := r.ws.Append(ctx, 1, "notes.md", "## Section F\n\nA new fact about kiwis.\n", "", workspace.Change{Actor: store.ActorTool}); err != nil {
+			t.Fatal(err)
+		}
+		sr, err := r.ix.Sync(ctx, 1, "notes.md")
+		if err != nil || sr.EmbeddedTexts != 1 || sr.Chunks != 6 {
+			t.Fatalf("append must embed only the new chunk: %+v %v", sr, err)
+		}
+		// Redelivery: a second Sync changes nothing and calls nothing.
+		calls := r.emb.Calls.Load()
+		if sr, err := r.ix.Sync(ctx, 1, "notes.md"); err != nil || sr.Outcome != recall.Unchanged || r.emb.Calls.Load() != calls {
+			t.Fatalf("second sync must be a no-op: %+v %v", sr, err)
+		}
+		if res := r.search(t, 1, recall.Query{Text: "kiwis"}); len(res.Hits) != 1 {
+			t.Fatalf("kiwis: %+v", res)
+		}
+		if err := r.ws.Delete(ctx, 1, "notes.md", workspace.AnyVersion, workspace.Change{Actor: store.ActorTool}); err != nil {
+			t.Fatal(err)
+		}
+		if sr, err := r.ix.Sync(ctx, 1, "notes.md"); err != nil || sr.Outcome != recall.Removed {
+			t.Fatalf("delete: %+v %v", sr, err)
+		}
+		if res := r.search(t, 1, recall.Query{Text: "kiwis"}); len(res.Hits) != 0 {
+			t.Fatalf("deleted file still found: %+v", res)
+		}
+		var n int64
+		db.DB.Model(&store.RecallChunk{}).Where("agent_id = 1 AND filename = ?", "notes.md").Count(&n)
+		if n != 0 {
+			t.Fatalf("%d chunks of a deleted file left", n)
+		}
+	})
+}
+
+func TestDecayPrefersRecentAndFilters(t *testing.T) {
+	r := newRig(t, storetest.SQLite(t), true)
+	r.write(t, 1, "memory/2026-01-05.md", "# 2026-01-05\n\nThe team standup is at 9:00.\n")
+	r.write(t, 1, "memory/archive/2026-05-28.md", "# 2026-05-28\n\nThe team standup moved to 10:30.\n")
+	res := r.search(t, 1, recall.Query{Text: "team standup"})
+	if len(res.Hits) < 1 || res.Hits[0].Filename != "memory/archive/2026-05-28.md" {
+		t.Fatalf("the recent note (dated in a sub-folder) must rank first: %v", files(res))
+	}
+	res = r.search(t, 1, recall.Query{Text: "team standup", Until: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)})
+	if len(res.Hits) != 1 || res.Hits[0].Filename != "memory/2026-01-05.md" {
+		t.Fatalf("until filter: %v", files(res))
+	}
+	res = r.search(t, 1, recall.Query{Text: "team standup", FilenamePrefix: "memory/archive/"})
+	if len(res.Hits) != 1 || res.Hits[0].Filename != "memory/archive/2026-05-28.md" {
+		t.Fatalf("prefix filter: %v", files(res))
+	}
+}
+
+func TestMMRDropsNearDuplicates(t *testing.T) {
+	r := newRig(t, storetest.SQLite(t), true)
+	same := "# Note\n\nThe user's cat is called Miso and eats salmon.\n"
+	r.write(t, 1, "a.md", same)
+	r.write(t, 1, "b.md", same)
+	r.write(t, 1, "c.md", "# Pets\n\nThe user also has a dog called Pepper; the cat Miso hates it.\n")
+	res := r.search(t, 1, recall.Query{Text: "cat Miso", MaxResults: 2})
+	got := files(res)
+	if len(got) != 2 || got[1] != "c.md" {
+		t.Fatalf("MMR must prefer the different chunk over the duplicate as 2nd hit: %v", got)
+	}
+}
+
+func TestCacheFollowsGenerationAndBudget(t *testing.T) {
+	r := newRig(t, storetest.SQLite(t), false)
+	r.write(t, 1, "MEMORY.md", "# Facts\n\nFavourite colour: teal.\n")
+	if res := r.search(t, 1, recall.Query{Text: "colour"}); len(res.Hits) != 1 {
+		t.Fatal(res)
+	}
+	// A write indexed elsewhere (another replica) is seen without any invalidation message.
+	r.write(t, 1, "MEMORY.md", "# Facts\n\nFavourite colour: orange.\n")
+	res := r.search(t, 1, recall.Query{Text: "colour"})
+	if len(res.Hits) != 1 || !strings.Contains(res.Hits[0].Snippet, "orange") {
+		t.Fatalf("stale cache: %+v", res)
+	}
+	small := recall.NewSearcher(r.db.DB, lexical.NewAnalyzer(), recall.Settings{CacheBytes: 3000})
+	for a := int64(10); a < 20; a++ {
+		r.write(t, a, "MEMORY.md", "# Facts\n\n"+strings.Repeat("filler words here ", 20)+"\n")
+		if _, err := small.Search(context.Background(), a, recall.Query{Text: "filler"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, used := small.CacheStats(); used > 3000 {
+			t.Fatalf("cache uses %d bytes > budget 3000", used)
+		}
+	}
+	if n, _ := small.CacheStats(); n == 0 || n >= 10 {
+		t.Fatalf("LRU must keep some but not all agents within the budget, keeps %d", n)
+	}
+}
+
+func slogDiscard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// A warm snapshot is refreshed file by file: a change of one file is seen, the other files'
+// chunks stay, a deleted file's chunks go, and the result equals a cold build.
+func TestIncrementalRefreshMatchesColdBuild(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		r := newRig(t, db, true)
+		ctx := context.Background()
+		r.write(t, 1, "memory/2026-05-01.md", "# 2026-05-01\n\nThe router is rt-lab-01.\n")
+		r.write(t, 1, "memory/2026-05-02.md", "# 2026-05-02\n\nThe printer is pr-hall-02.\n")
+		r.write(t, 1, "notes.md", "# Notes\n\nThe scanner is sc-desk-03.\n")
+		_ = r.search(t, 1, recall.Query{Text: "router"}) // warm
+		r.write(t, 1, "memory/2026-05-02.md", "# 2026-05-02\n\nThe printer moved; it is pr-roof-09 now.\n")
+		if err := r.ws.Delete(ctx, 1, "notes.md", workspace.AnyVersion, workspace.Change{Actor: store.ActorTool}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.ix.Sync(ctx, 1, "notes.md"); err != nil {
+			t.Fatal(err)
+		}
+		warm := func(q string) []string {
+			var out []string
+			for _, h := range r.search(t, 1, recall.Query{Text: q}).Hits {
+				out = append(out, h.Filename+":"+h.Snippet)
+			}
+			return out
+		}
+		got := map[string][]string{}
+		for _, q := range []string{"router rt-lab-01", "printer", "pr-hall-02", "scanner sc-desk-03"} {
+			got[q] = warm(q)
+		}
+		if len(got["router rt-lab-01"]) == 0 || !strings.Contains(strings.Join(got["printer"], " "), "pr-roof-09") ||
+			strings.Contains(strings.Join(got["pr-hall-02"], " "), "pr-hall-02") || strings.Contains(strings.Join(got["scanner sc-desk-03"], " "), "sc-desk-03") {
+			t.Fatalf("incremental refresh: %q", got)
+		}
+		r.se.Invalidate(1) // cold build from the database
+		for q, want := range got {
+			if cold := warm(q); strings.Join(cold, "|") != strings.Join(want, "|") {
+				t.Errorf("%q: warm %q, cold %q", q, want, cold)
+			}
+		}
+	})
+}
+
+// SyncFiles (several files of one agent at once, as the worker batches them) leaves exactly
+// the chunks one Sync per file leaves: new, changed, unchanged and deleted files in one call,
+// one generation bump for the files it chunks, and a second call changes nothing.
+func TestSyncFilesMatchesSyncPerFile(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		r := newRig(t, db, true)
+		ctx := context.Background()
+		ch := workspace.Change{Actor: store.ActorTool}
+		write := func(agent int64, name, content string) {
+			if _, _, err := r.ws.Write(ctx, agent, name, content, workspace.AnyVersion, ch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Agent 1 is indexed file by file, agent 2 in batches; same writes.
+		names := append([]string{"memory/2026-05-01.md", "notes.md", "gone.md"}, workspace.CoreFiles...)
+		for _, a := range []int64{1, 2} {
+			write(a, "memory/2026-05-01.md", "# 2026-05-01\n\nThe router is rt-lab-01.\n")
+			write(a, "notes.md", "# Notes\n\nThe scanner is sc-desk-03.\n")
+			write(a, "gone.md", "# Gone\n\nSoon deleted.\n")
+		}
+		for _, n := range names {
+			if _, err := r.ix.Sync(ctx, 1, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := r.ix.SyncFiles(ctx, 2, names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			if res[n].Outcome != recall.Indexed {
+				t.Fatalf("%s: %+v, want indexed", n, res[n])
+			}
+		}
+		generation := func(a int64) int64 {
+			var ag store.RecallAgent
+			if err := db.DB.Where("agent_id = ?", a).Take(&ag).Error; err != nil {
+				t.Fatal(err)
+			}
+			return ag.Generation
+		}
+		if g := generation(2); g != 1 {
+			t.Fatalf("generation %d after one batch, want 1 (one bump)", g)
+		}
+		// Then: a file grows, one is deleted, the rest stay.
+		for _, a := range []int64{1, 2} {
+			write(a, "memory/2026-05-01.md", "# 2026-05-01\n\nThe router is rt-lab-01.\n\nThe printer is pr-hall-02.\n")
+			if err := r.ws.Delete(ctx, a, "gone.md", workspace.AnyVersion, ch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, n := range names {
+			if _, err := r.ix.Sync(ctx, 1, n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if res, err = r.ix.SyncFiles(ctx, 2, names); err != nil {
+			t.Fatal(err)
+		}
+		if res["memory/2026-05-01.md"].Outcome != recall.Indexed || res["gone.md"].Outcome != recall.Removed || res["notes.md"].Outcome != recall.Unchanged {
+			t.Fatalf("second batch: %+v", res)
+		}
+		if res, err = r.ix.SyncFiles(ctx, 2, names); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range names {
+			if res[n].Changed() {
+				t.Fatalf("a repeated batch changed %s: %+v", n, res[n])
+			}
+		}
+		chunksOf := func(a int64) []string {
+			var rows []store.RecallChunk
+			if err := db.DB.Where("agent_id = ?", a).Order("filename, ordinal").Find(&rows).Error; err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, c := range rows {
+				out = append(out, fmt.Sprintf("%s#%d %d-%d %s %q %q", c.Filename, c.Ordinal, c.StartLine, c.EndLine, c.Hash, c.Terms, c.Text))
+			}
+			return out
+		}
+		one, batched := chunksOf(1), chunksOf(2)
+		if len(one) == 0 || strings.Join(one, "\n") != strings.Join(batched, "\n") {
+			t.Fatalf("batched chunks differ from per-file chunks:\n%s\n---\n%s", strings.Join(batched, "\n"), strings.Join(one, "\n"))
+		}
+		for _, c := range batched {
+			if strings.HasPrefix(c, "gone.md") {
+				t.Fatal("the deleted file's chunks stayed")
+			}
+		}
+		if !strings.Contains(strings.Join(files(r.search(t, 2, recall.Query{Text: "pr-hall-02"})), ","), "memory/2026-05-01.md") {
+			t.Fatal("the grown note's new text is not found")
+		}
+	})
+}
+
+// Issue 19: a score comparable across queries. Nothing relevant gives no hits (and says so),
+// small talk and question words alone find nothing.
+func TestNothingRelevantAnswersNoHits(t *testing.T) {
+	r := newRig(t, storetest.SQLite(t), false)
+	r.write(t, 1, "MEMORY.md", "# MEMORY\n\n- 用户喜欢乌龙茶。\n- The user works at Northwind Labs.\n")
+	r.write(t, 1, "memory/2026-05-20.md", "# 2026-05-20\n\n今天主要在看文档，没有特别的事情。\n\n用户说下个月要去杭州出差。\n")
+	for _, q := range []string{"你好", "谢谢，今天就到这里", "hi", "what is the user's blood type", "用户的护照号码是多少", "是什么"} {
+		res := r.search(t, 1, recall.Query{Text: q})
+		if len(res.Hits) != 0 || res.Notice == "" {
+			t.Errorf("%q: want no hits and a notice, got %d hits (%v), notice %q", q, len(res.Hits), files(res), res.Notice)
+		}
+	}
+	for _, q := range []string{"杭州出差", "乌龙茶", "where does the user work"} {
+		if res := r.search(t, 1, recall.Query{Text: q}); len(res.Hits) == 0 || res.Hits[0].Coverage < 0.6 {
+			t.Errorf("%q: want a hit covering the query, got %+v", q, res.Hits)
+		}
+	}
+}
+
+// Issue 19: the newer note about the same thing first, even when the older one matches
+// more of the query's words; the older one says what superseded it.
+func TestNewerNoteSupersedesOlder(t *testing.T) {
+	r := newRig(t, storetest.SQLite(t), false)
+	r.write(t, 1, "memory/2026-05-01.md", "# 2026-05-01\n\n和供应商谈好了：最低起订量是 2000 件，低于最低起订量要加收运费。\n")
+	r.write(t, 1, "memory/2026-05-20.md", "# 2026-05-20\n\n供应商同意把最低起订量降到 1500 件。\n")
+	r.write(t, 1, "memory/2026-05-25.md", "# 2026-05-25\n\n供应商的发票到了。\n")
+	res := r.search(t, 1, recall.Query{Text: "供应商最低起订量是多少"})
+	if len(res.Hits) < 2 || res.Hits[0].Filename != "memory/2026-05-20.md" || res.Hits[1].SupersededBy != "memory/2026-05-20.md" {
+		t.Fatalf("want the correction first and the older note marked superseded: %+v", res.Hits)
+	}
+}
+
+// Issue 19: a fact restated on several days is one hit that says so; the changed statement
+// gets a place of its own.
+func TestRestatementsFoldIntoOneHit(t *testing.T) {
+	r := newRig(t, storetest.SQLite(t), false)
+	for _, d := range []string{"2026-05-01", "2026-05-03", "2026-05-05", "2026-05-07"} {
+		r.write(t, 1, "memory/"+d+".md", "# "+d+"\n\n中午在老地方吃饭。\n\n家里的宽带是电信 300M。\n")
+	}
+	r.write(t, 1, "memory/2026-04-01.md", "# 2026-04-01\n\n家里的宽带是电信 1000M。\n")
+	res := r.search(t, 1, recall.Query{Text: "家里宽带多少兆", MaxResults: 2})
+	if len(res.Hits) != 2 {
+		t.Fatalf("want the restated fact once and the other statement: %+v", res.Hits)
+	}
+	folded, other := res.Hits[0], res.Hits[1]
+	if other.Stated != nil {
+		folded, other = other, folded
+	}
+	if st := folded.Stated; st == nil || st.Days != 4 || st.Latest != "2026-05-07" || len(st.Files) != 3 {
+		t.Errorf("one hit must say it was stated on 4 days, latest 2026-05-07: %+v", folded)
+	}
+	if other.Filename != "memory/2026-04-01.md" {
+		t.Errorf("the other statement must be the other hit: %v", files(res))
+	}
+}
+
+// Issue 19: versions with or without "v", identifiers glued to Chinese, one shared
+// character is no match.
+func TestIdentifiersAndVersions(t *testing.T) {
+	r := newRig(t, storetest.SQLite(t), false)
+	r.write(t, 1, "memory/2026-05-01.md", "# 2026-05-01\n\nUpgraded the gateway to v1.27.3 after the leak fix.\n")
+	r.write(t, 1, "memory/2026-05-02.md", "# 2026-05-02\n\nstaging 集群现在跑的是 2.4.0 版本。\n")
+	r.write(t, 1, "memory/2026-05-03.md", "# 2026-05-03\n\nPO-55812的交期是 12 月 3 日。\n\n包裹到了。\n")
+	r.write(t, 1, "memory/2026-05-04.md", "# 2026-05-04\n\n交了房租。\n")
+	for q, want := range map[string]string{"1.27.3": "memory/2026-05-01.md", "v2.4.0": "memory/2026-05-02.md", "PO-55812的交期": "memory/2026-05-03.md"} {
+		res := r.search(t, 1, recall.Query{Text: q})
+		if len(res.Hits) == 0 || res.Hits[0].Filename != want {
+			t.Errorf("%q: want %s first, got %v", q, want, files(res))
+		}
+		if q == "PO-55812的交期" && (len(res.Hits) != 1 || res.Hits[0].Exact != 1) {
+			t.Errorf("%q: the glued id must be boosted and the note sharing 交 not hit: %+v", q, res.Hits)
+		}
+	}
+}

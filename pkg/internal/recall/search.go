@@ -1,0 +1,1061 @@
+package recall
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/sync/singleflight"
+	"gorm.io/gorm"
+
+	"github.com/matememory/matememory/pkg/internal/panics"
+	"github.com/matememory/matememory/pkg/internal/recall/embed"
+	"github.com/matememory/matememory/pkg/internal/recall/lexical"
+	"github.com/matememory/matememory/pkg/internal/store"
+)
+
+// Query is one search.
+type Query struct {
+	Text string
+	// MaxResults bounds the hits (0 = the default, unless MaxResultsGiven).
+	MaxResults int
+	// MaxResultsGiven says the caller set MaxResults: 0 is then refused, not the default.
+	MaxResultsGiven bool
+	// FilenamePrefix keeps files whose name starts with it ("memory/").
+	FilenamePrefix string
+	// Since and Until keep chunks dated within [Since, Until] (days, inclusive); zero = open.
+	Since, Until time.Time
+}
+
+// Hit is one recalled chunk: where to read it, what it says, and why it ranked.
+type Hit struct {
+	// Source is "file" (a memory file: read its lines with read_workspace_memory_lines) or
+	// "conversation" (Filename is "conversation:<id>": its lines are the conversation's user
+	// and assistant messages in order, one per line; GET …/conversations/{id}/messages).
+	Source      string  `json:"source"`
+	Filename    string  `json:"filename"`
+	StartLine   int     `json:"startLine"`
+	EndLine     int     `json:"endLine"`
+	Heading     string  `json:"heading,omitempty"`
+	Snippet     string  `json:"snippet"`
+	Date        string  `json:"date"`
+	Dated       bool    `json:"dated"`
+	FileVersion int64   `json:"fileVersion"`
+	Score       float64 `json:"score"`
+	// Lexical is BM25 normalised to the best lexical match (0–1); Vector the cosine (0–1);
+	// Decay the age factor applied (1 for undated files).
+	Lexical float64 `json:"lexical"`
+	Vector  float64 `json:"vector"`
+	Decay   float64 `json:"decay"`
+	// Exact is the share of the query's identifiers (tokens with digits, '-', '.', '_', '@'
+	// or '/', such as ORD-2026-0042 or db-prod-03.corp) found verbatim in the chunk.
+	Exact float64 `json:"exact,omitempty"`
+	// Coverage is the IDF-weighted share of the query's words (CJK: characters) the chunk
+	// holds: the relevance floor compares it with min-coverage.
+	Coverage float64 `json:"coverage"`
+	// SupersededBy names a newer dated note that matches the same words of the query: it
+	// ranks above this one and is likely what holds now.
+	SupersededBy string `json:"supersededBy,omitempty"`
+	// Stated says on how many days this fact was written down (it and its restatements,
+	// folded into this hit), and the latest of them; absent when only once.
+	Stated *Stated `json:"stated,omitempty"`
+}
+
+// Stated is how often a fact was restated.
+type Stated struct {
+	Days   int    `json:"days"`
+	Latest string `json:"latest"`
+	// Files are the other files that state it (at most maxStatedFiles), newest first.
+	Files []string `json:"files,omitempty"`
+}
+
+const maxStatedFiles = 10
+
+// Modes of a result.
+const (
+	ModeHybrid  = "hybrid"
+	ModeLexical = "lexical"
+)
+
+// Result is the answer to a Query.
+type Result struct {
+	AgentID int64  `json:"agentId"`
+	Query   string `json:"query"`
+	// Mode is hybrid or lexical (no embedding endpoint, or it failed).
+	Mode string `json:"mode"`
+	// Degraded is true when an embedding endpoint is configured but failed for this search.
+	Degraded bool `json:"degraded"`
+	// Notice explains a lexical-only or degraded answer.
+	Notice string `json:"notice,omitempty"`
+	// Searched is the number of chunks of the agent considered.
+	Searched int   `json:"searched"`
+	Hits     []Hit `json:"hits"`
+}
+
+// cachedChunk is what a search needs of a chunk.
+type cachedChunk struct {
+	filename       string
+	startLine, end int
+	heading, text  string
+	fileVersion    int64
+	hash           string
+	ordinal        int
+	terms          string // analysed terms, space-separated (the BM25 rebuild reads them)
+	date           time.Time
+	dated          bool
+	vec            []float32
+	ix             int // document number in the BM25 index
+}
+
+// Searcher answers queries from the database through a per-process cache.
+type Searcher struct {
+	db    *gorm.DB
+	emb   embed.Embedder
+	an    *lexical.Analyzer
+	set   Settings
+	now   func() time.Time
+	log   *slog.Logger
+	cache *cache
+	sf    singleflight.Group
+	qmu   sync.Mutex
+	qvecs map[string][]float32 // query embeddings, small and bounded
+	guard *panics.Guard
+}
+
+// SearcherOption configures a Searcher.
+type SearcherOption func(*Searcher)
+
+// SearchWithEmbedder sets the embedding endpoint (none: lexical only).
+func SearchWithEmbedder(e embed.Embedder) SearcherOption { return func(s *Searcher) { s.emb = e } }
+
+// SearchWithClock replaces time.Now (decay in tests).
+func SearchWithClock(now func() time.Time) SearcherOption { return func(s *Searcher) { s.now = now } }
+
+// SearchWithLogger sets the logger.
+func SearchWithLogger(l *slog.Logger) SearcherOption { return func(s *Searcher) { s.log = l } }
+
+// SearchWithGuard recovers, logs and counts a panic of a background snapshot refresh (the
+// next search loads the snapshot again); without it a guard logs to the searcher's logger.
+func SearchWithGuard(g *panics.Guard) SearcherOption { return func(s *Searcher) { s.guard = g } }
+
+// NewSearcher builds a searcher.
+func NewSearcher(db *gorm.DB, an *lexical.Analyzer, set Settings, opts ...SearcherOption) *Searcher {
+	set = set.withDefaults()
+	s := &Searcher{db: db, an: an, set: set, now: time.Now, log: slog.Default(), cache: newCache(set.CacheBytes),
+		qvecs: map[string][]float32{}}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.guard == nil {
+		s.guard = panics.New(s.log, nil)
+	}
+	return s
+}
+
+// Invalidate drops an agent's cached snapshot: the next search reads it whole from the
+// database (a cold search; benchmarks and tests use it).
+func (s *Searcher) Invalidate(agentID int64) { s.cache.drop(agentID) }
+
+// CacheStats reports cached agents and bytes.
+func (s *Searcher) CacheStats() (agents int, bytes int64) { return s.cache.stats() }
+
+// Settings are the effective settings.
+func (s *Searcher) Settings() Settings { return s.set }
+
+// ValidateText checks a query's text: not empty, valid UTF-8 without U+FFFD (what a JSON
+// decoder puts for invalid bytes or a lone surrogate such as \ud800), and at most maxBytes
+// (0 = the default limit).
+func ValidateText(text string, maxBytes int) error {
+	if maxBytes <= 0 {
+		maxBytes = Defaults().MaxQueryBytes
+	}
+	text = strings.TrimSpace(text)
+	switch {
+	case !utf8.ValidString(text):
+		return invalidf("query is not valid UTF-8")
+	case strings.ContainsRune(text, utf8.RuneError):
+		return invalidf("query contains U+FFFD: the request had bytes that are not UTF-8 or a lone surrogate escape (\\ud800); send the text as UTF-8")
+	case text == "":
+		return invalidf("query is empty; say what to look for, e.g. \"where does the user deploy\"")
+	case len(text) > maxBytes:
+		return invalidf("query is %d bytes; at most %d allowed: search for the key words, not a whole document", len(text), maxBytes)
+	}
+	return nil
+}
+
+// Validate checks a query without running it.
+func (s *Searcher) Validate(q Query) (Query, error) {
+	q.Text = strings.TrimSpace(q.Text)
+	if err := ValidateText(q.Text, s.set.MaxQueryBytes); err != nil {
+		return q, err
+	}
+	switch {
+	case q.MaxResultsGiven && q.MaxResults == 0:
+		return q, invalidf("maxResults must be between 1 and %d (or omitted for %d), got 0", s.set.MaxResults, s.set.DefaultResults)
+	case q.MaxResults < 0 || q.MaxResults > s.set.MaxResults:
+		return q, invalidf("maxResults must be between 1 and %d, got %d", s.set.MaxResults, q.MaxResults)
+	case !q.Since.IsZero() && !q.Until.IsZero() && q.Until.Before(q.Since):
+		return q, invalidf("until (%s) is before since (%s)", q.Until.Format(time.DateOnly), q.Since.Format(time.DateOnly))
+	case !utf8.ValidString(q.FilenamePrefix) || len(q.FilenamePrefix) > 256:
+		return q, invalidf("filenamePrefix must be valid UTF-8 of at most 256 bytes")
+	}
+	if q.MaxResults == 0 {
+		q.MaxResults = s.set.DefaultResults
+	}
+	return q, nil
+}
+
+// Search runs q over agentID's chunks, and only theirs.
+func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, error) {
+	q, err := s.Validate(q)
+	if err != nil {
+		return Result{}, err
+	}
+	ai, err := s.load(ctx, agentID)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{AgentID: agentID, Query: q.Text, Mode: ModeLexical, Hits: []Hit{}}
+
+	var qvec []float32
+	if s.emb == nil {
+		res.Notice = "no embedding endpoint configured (mate.embedding.base-url): lexical (BM25) search only"
+	} else if v, err := s.queryVector(ctx, q.Text); err != nil {
+		if ctx.Err() != nil {
+			return Result{}, ctx.Err()
+		}
+		res.Degraded = true
+		res.Notice = "embedding endpoint failed; lexical (BM25) results only: " + err.Error()
+		s.log.Warn("recall: query embedding failed; answering lexically", "agent", agentID, "err", err)
+	} else {
+		qvec = v
+		res.Mode = ModeHybrid
+	}
+
+	lq := s.an.Query(q.Text)
+	if lq.Empty() {
+		res.Notice = "nothing to search for: the query has only stop words, punctuation or question words"
+		return res, nil
+	}
+	m := ai.bm25.Search(lq)
+	sinceDay, untilDay := day(q.Since), day(q.Until)
+	wv, wt := s.set.VectorWeight, s.set.TextWeight
+	cands := make([]cand, 0, 256)
+	for k := range ai.chunks {
+		c := &ai.chunks[k]
+		if q.FilenamePrefix != "" && !strings.HasPrefix(c.filename, q.FilenamePrefix) {
+			continue
+		}
+		if !sinceDay.IsZero() && day(c.date).Before(sinceDay) {
+			continue
+		}
+		if !untilDay.IsZero() && day(c.date).After(untilDay) {
+			continue
+		}
+		res.Searched++
+		l := m.Score[c.ix]
+		var v float64
+		if qvec != nil && len(c.vec) == len(qvec) {
+			v = math.Max(0, float64(embed.Dot(qvec, c.vec)))
+		}
+		// The relevance floor: enough of the query's (IDF-weighted) words, or a cosine that
+		// clears its own bar. Scores are absolute, so "nothing relevant" is an answer.
+		cov := 0.0
+		if l > 0 {
+			cov = m.Coverage(c.ix)
+		}
+		byVec := s.set.MinCosine > 0 && v >= s.set.MinCosine
+		// Below the floor but holding a good part of the query: kept aside, a hit only if it
+		// turns out to update a note that cleared the floor (a correction seldom repeats
+		// every word of what it corrects).
+		weak := cov < s.set.MinCoverage && !byVec
+		if weak && (s.set.NoSupersede || cov < s.set.MinCoverage/2 || !c.dated) {
+			continue
+		}
+		// The lexical score is BM25 against the query's own weight, times the share of the
+		// query held: a long chunk repeating one common word does not outrank one holding
+		// the whole question.
+		cands = append(cands, cand{c: c, lex: cov * l / m.Weight, vec: v, cov: cov, weak: weak})
+	}
+	if !slices.ContainsFunc(cands, func(c cand) bool { return !c.weak }) {
+		res.Notice = "nothing in memory is relevant to this query (no chunk holds enough of its words)"
+		return res, nil
+	}
+	idents := identifiers(q.Text)
+	kept := cands[:0]
+	now := s.now()
+	for _, cd := range cands {
+		// A chunk containing an identifier verbatim contains all its parts: only those that
+		// match lexically are scanned.
+		if len(idents) > 0 && cd.cov > 0 {
+			low := strings.ToLower(cd.c.text)
+			for _, id := range idents {
+				if containsIdent(low, id) {
+					cd.exact += 1 / float64(len(idents))
+				}
+			}
+		}
+		switch {
+		case qvec == nil || cd.c.vec == nil:
+			// No vector (lexical mode, or this chunk's embedding is still pending).
+			cd.score = cd.lex
+		default:
+			cd.score = (wv*cd.vec + wt*cd.lex) / (wv + wt)
+		}
+		if cd.score < s.set.MinScore && !cd.weak {
+			continue
+		}
+		// An identifier the user typed, found verbatim, outranks chunks that merely share
+		// its parts (stage, corp, 22) or resemble it semantically.
+		if s.set.ExactBoost > 0 {
+			cd.score += s.set.ExactBoost * cd.exact
+		}
+		cd.decay = 1
+		if cd.c.dated && s.set.HalfLifeDays > 0 {
+			if age := now.Sub(cd.c.date).Hours() / 24; age > 0 {
+				f := s.set.DecayFloor
+				cd.decay = f + (1-f)*math.Pow(0.5, age/s.set.HalfLifeDays)
+			}
+		}
+		cd.score *= cd.decay
+		kept = append(kept, cd)
+	}
+	cands = kept
+	byScore(cands)
+	// The pool: the best 4 × maxResults that cleared the floor, and 2 × maxResults of those
+	// below it (which only count if they update one of the first).
+	strong, weak := 0, 0
+	pool := cands[:0]
+	for _, cd := range cands {
+		if cd.weak && weak < 2*q.MaxResults {
+			weak++
+			pool = append(pool, cd)
+		} else if !cd.weak && strong < 4*q.MaxResults {
+			strong++
+			pool = append(pool, cd)
+		}
+	}
+	cands = pool
+	// A candidate's best-matching fact is analysed only when a rule needs it.
+	facts := &factCache{s: s, lq: lq, f: make([]*fact, len(cands))}
+	if !s.set.NoSupersede {
+		s.supersede(cands, facts, m)
+	}
+	// Drop what stayed below the floor, keeping the facts with their candidates.
+	n := 0
+	for k := range cands {
+		if !cands[k].weak {
+			cands[n], facts.f[n] = cands[k], facts.f[k]
+			n++
+		}
+	}
+	cands, facts.f = cands[:n], facts.f[:n]
+	sortWith(cands, facts.f)
+	if pool := 4 * q.MaxResults; len(cands) > pool {
+		cands, facts.f = cands[:pool], facts.f[:pool]
+	}
+	order := s.diversify(cands, facts, qvec != nil, q.MaxResults)
+	for _, k := range order {
+		cd := cands[k]
+		src := "file"
+		if IsConversation(cd.c.filename) {
+			src = "conversation"
+		}
+		h := Hit{Source: src, Filename: cd.c.filename, StartLine: cd.c.startLine, EndLine: cd.c.end,
+			Heading: cd.c.heading, Snippet: snippet(cd.c.text, s.set.SnippetBytes), Date: cd.c.date.Format(time.DateOnly),
+			Dated: cd.c.dated, FileVersion: cd.c.fileVersion, Score: round(cd.score), Lexical: round(cd.lex),
+			Vector: round(cd.vec), Decay: round(cd.decay), Exact: round(cd.exact), Coverage: round(cd.cov)}
+		if cd.by != nil {
+			h.SupersededBy = cd.by.filename
+		}
+		if len(cd.stated) > 1 {
+			h.Stated = &Stated{Days: len(cd.stated), Latest: latest(cd.stated)}
+			for _, o := range cd.others {
+				if len(h.Stated.Files) < maxStatedFiles {
+					h.Stated.Files = append(h.Stated.Files, o.filename)
+				}
+			}
+		}
+		res.Hits = append(res.Hits, h)
+	}
+	return res, nil
+}
+
+// cand is a chunk being ranked.
+type cand struct {
+	c               *cachedChunk
+	lex, vec, decay float64
+	cov, exact      float64
+	score           float64
+	// by is the newer candidate that supersedes this one.
+	by *cachedChunk
+	// weak: below the relevance floor, kept only to see whether it updates a hit; lifted:
+	// it did, and took that hit's place.
+	weak, lifted bool
+	// stated are the days the hit's fact was written on (it and its restatements), others
+	// the restatements folded into it.
+	stated map[string]bool
+	others []*cachedChunk
+}
+
+// fold counts candidate o as a restatement of hit j.
+func fold(cands []cand, j, o int) {
+	cands[j].stated[cands[o].c.date.Format(time.DateOnly)] = true
+	cands[j].others = append(cands[j].others, cands[o].c)
+}
+
+// sortWith orders cands by score and facts along with them.
+func sortWith(cands []cand, facts []*fact) {
+	ix := make([]int, len(cands))
+	for k := range ix {
+		ix[k] = k
+	}
+	sort.SliceStable(ix, func(a, b int) bool {
+		ca, cb := cands[ix[a]], cands[ix[b]]
+		if ca.score != cb.score {
+			return ca.score > cb.score
+		}
+		return ca.c.ix < cb.c.ix
+	})
+	cs, fs := make([]cand, len(cands)), make([]*fact, len(facts))
+	for k, j := range ix {
+		cs[k], fs[k] = cands[j], facts[j]
+	}
+	copy(cands, cs)
+	copy(facts, fs)
+}
+
+func byScore(cands []cand) {
+	sort.SliceStable(cands, func(a, b int) bool {
+		if cands[a].score != cands[b].score {
+			return cands[a].score > cands[b].score
+		}
+		return cands[a].c.ix < cands[b].c.ix
+	})
+}
+
+// supersede puts a dated note's newer statement about the same thing in its place: the
+// newer note takes the older one's score (if lower) and the older one ranks just below it,
+// saying which note superseded it. Like an invalidated edge in a temporal graph, the older
+// note stays findable. "The same thing" is what the index can tell: the newer note holds
+// every specific word of the query that the older one holds (lexical.Match.SameSubject), or,
+// when its sentence says that something changed (updateCue: moved, raised, 改到, 换成 …),
+// at least SupersedeShare of them. Notes no newer note matches that way (evergreen facts)
+// keep their place.
+func (s *Searcher) supersede(cands []cand, facts *factCache, m lexical.Match) {
+	idx := make([]int, 0, len(cands))
+	for k := range cands {
+		if cands[k].c.dated && cands[k].cov > 0 {
+			idx = append(idx, k)
+		}
+	}
+	// An open to-do in an undated file (MEMORY.md: "- To do: ask the supplier about the
+	// inspection") names a topic without answering it: a dated note about the same thing
+	// takes its place, as a newer statement would.
+	for ka := range cands {
+		a := &cands[ka]
+		if a.c.dated || a.weak || !openItem(facts.get(cands, ka).text) {
+			continue
+		}
+		for _, kb := range idx {
+			b := &cands[kb]
+			if !m.SameSubject(b.c.ix, a.c.ix, 1) {
+				continue
+			}
+			s.replace(a, b)
+		}
+	}
+	// Oldest first: in a chain (a < b < c) c ends above b above a.
+	sort.SliceStable(idx, func(x, y int) bool { return cands[idx[x]].c.date.Before(cands[idx[y]].c.date) })
+	for x, ka := range idx {
+		a := &cands[ka]
+		if a.weak && !a.lifted {
+			continue // only what cleared the floor (or took the place of what did) is updated
+		}
+		for _, kb := range idx[x+1:] {
+			b := &cands[kb]
+			if !day(b.c.date).After(day(a.c.date)) || b.c.filename == a.c.filename {
+				continue
+			}
+			// A note below the floor takes another's place only when it says it changes it.
+			// Either b says that something changed and shares enough of a's specific words,
+			// or it restates a's sentence with something changed (most terms alike) and
+			// holds all of them. A newer note that merely mentions the topic ("weekly sync
+			// went fine") does neither.
+			cue := m.SameSubject(b.c.ix, a.c.ix, s.set.SupersedeShare) && facts.cue(cands, kb)
+			restated := !cue && !b.weak && m.SameSubject(b.c.ix, a.c.ix, 1) &&
+				jaccard(facts.get(cands, kb).terms, facts.get(cands, ka).terms) >= restatedJaccard
+			if !cue && !restated {
+				continue
+			}
+			s.replace(a, b)
+		}
+	}
+}
+
+// replace puts b in a's place: b takes a's score if lower, a ranks just below b.
+func (s *Searcher) replace(a, b *cand) {
+	if b.score < a.score {
+		b.score = a.score
+	}
+	if b.weak {
+		b.weak, b.lifted = false, true
+	}
+	if below := b.score * 0.98; a.score > below {
+		a.score = below
+	}
+	a.by = b.c
+}
+
+// openItems are the ways a memory file writes down something still to do or find out.
+var openItems = regexp.MustCompile(`(?i)^\s*(?:[-*+]\s*)?(?:\[ \]\s*|待办|todo\b|to do\b|to-do\b|待确认|待跟进)`)
+
+// openItem reports whether a line is an open to-do.
+func openItem(text string) bool { return openItems.MatchString(text) }
+
+// restatedJaccard is how alike two sentences' terms must be for the newer to be the older
+// restated with a change.
+const restatedJaccard = 0.25
+
+// updateCuesEn and updateCuesZh are how notes say that something changed (English words
+// are matched as whole words, lower-cased; Chinese as they are). Plain substring tests: a
+// regular expression over every candidate's sentence cost more than the rest of a search.
+var (
+	updateCuesEn = []string{"moved", "changed", "switched", "raised", "lowered", "increased", "reduced", "postponed",
+		"delayed", "rescheduled", "replaced", "renamed", "upgraded", "downgraded", "took over", "instead",
+		"from now on", "no longer", "goes up", "went up", "goes down", "went down"}
+	updateCuesZh = []string{"改到", "改成", "改为", "改在", "改约", "改寄", "改喝", "改用", "改了", "换成", "换了", "换到",
+		"调到", "推迟", "延后", "提前到", "降到", "升到", "涨到", "挪到", "不再", "变成", "更新为", "现在是", "取消了"}
+)
+
+// updateCue reports whether a sentence says that something changed (a cue word, or a
+// sentence that ends in "now").
+func updateCue(text string) bool {
+	for _, c := range updateCuesZh {
+		if strings.Contains(text, c) {
+			return true
+		}
+	}
+	low := strings.ToLower(text)
+	for _, c := range updateCuesEn {
+		for off := 0; ; {
+			i := strings.Index(low[off:], c)
+			if i < 0 {
+				break
+			}
+			i += off
+			if !letterAt(low, i-1) && !letterAt(low, i+len(c)) {
+				return true
+			}
+			off = i + len(c)
+		}
+	}
+	end := strings.TrimRightFunc(low, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	return strings.HasSuffix(end, " now") || end == "now"
+}
+
+// letterAt reports whether s has an ASCII letter at byte i.
+func letterAt(s string, i int) bool {
+	return i >= 0 && i < len(s) && (s[i] >= 'a' && s[i] <= 'z')
+}
+
+func latest(days map[string]bool) string {
+	l := ""
+	for d := range days {
+		if d > l {
+			l = d
+		}
+	}
+	return l
+}
+
+// restatementJaccard is how alike two facts' terms must be to count as one fact stated
+// twice: a changed number or name keeps two statements apart.
+const restatementJaccard = 0.9
+
+// diversify picks up to n hits: a candidate whose best-matching fact (the line or sentence
+// holding most of the query) restates a fact already taken is folded into that hit (which
+// counts the days it was stated on), then MMR trades relevance against similarity to the
+// hits taken, so near-duplicates do not crowd out other hits.
+func (s *Searcher) diversify(cands []cand, facts *factCache, vectors bool, n int) []int {
+	var terms [][]string
+	sim := func(a, b int) float64 {
+		ca, cb := cands[a].c, cands[b].c
+		if vectors && ca.vec != nil && cb.vec != nil {
+			return float64(embed.Dot(ca.vec, cb.vec))
+		}
+		if terms == nil {
+			terms = make([][]string, len(cands))
+		}
+		for _, k := range []int{a, b} {
+			if terms[k] == nil {
+				terms[k] = lexical.SplitTerms(cands[k].c.terms)
+			}
+		}
+		return jaccard(terms[a], terms[b])
+	}
+	taken := make([]bool, len(cands))
+	var order []int
+	lambda := s.set.MMRLambda
+	dup := map[string]int{}
+	for len(order) < n {
+		best, bestVal := -1, math.Inf(-1)
+		for k := range cands {
+			if taken[k] {
+				continue
+			}
+			if j, ok := dup[cands[k].c.hash]; ok {
+				taken[k] = true // the same text as a hit already taken (copied between files)
+				fold(cands, j, k)
+				continue
+			}
+			if j := restates(cands, facts, order, k); j >= 0 {
+				taken[k] = true
+				fold(cands, j, k)
+				continue
+			}
+			maxSim := 0.0
+			for _, j := range order {
+				maxSim = math.Max(maxSim, sim(k, j))
+			}
+			val := lambda*cands[k].score - (1-lambda)*maxSim
+			if val > bestVal {
+				best, bestVal = k, val
+			}
+		}
+		if best < 0 {
+			break
+		}
+		taken[best] = true
+		dup[cands[best].c.hash] = best
+		cands[best].stated = map[string]bool{cands[best].c.date.Format(time.DateOnly): true}
+		order = append(order, best)
+	}
+	// Restatements ranked below the last hit taken still count for it.
+	for k := range cands {
+		if !taken[k] {
+			if j := restates(cands, facts, order, k); j >= 0 {
+				fold(cands, j, k)
+			}
+		}
+	}
+	return order
+}
+
+// restates returns the hit in order whose fact candidate k restates, or -1.
+func restates(cands []cand, facts *factCache, order []int, k int) int {
+	fk := facts.get(cands, k).terms
+	if len(fk) == 0 {
+		return -1
+	}
+	for _, j := range order {
+		if sameFact(fk, facts.get(cands, j).terms) {
+			return j
+		}
+	}
+	return -1
+}
+
+// sameFact reports whether two facts' terms say the same: nearly the same terms
+// (restatementJaccard), and none of the differing ones a number, a name or an identifier
+// in Latin script (db-dev-13 and queue-dev-26 are two facts, however alike the sentence).
+func sameFact(a, b []string) bool {
+	if len(a) == 0 || len(b) == 0 || jaccard(a, b) < restatementJaccard {
+		return false
+	}
+	in := func(xs []string) map[string]bool {
+		m := make(map[string]bool, len(xs))
+		for _, x := range xs {
+			m[x] = true
+		}
+		return m
+	}
+	sa, sb := in(a), in(b)
+	for _, pair := range [][2]map[string]bool{{sa, sb}, {sb, sa}} {
+		for t := range pair[0] {
+			if !pair[1][t] && t[0] < utf8.RuneSelf {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// fact is a candidate's line or sentence holding most of the query: its text and terms,
+// and whether it says that something changed.
+type fact struct {
+	text  string
+	terms []string
+	cue   int8 // 0 unknown, 1 yes, -1 no
+}
+
+// factCache analyses candidates' best facts on first use (f is aligned with the candidates).
+type factCache struct {
+	s  *Searcher
+	lq lexical.Query
+	f  []*fact
+}
+
+func (fc *factCache) get(cands []cand, k int) *fact {
+	if fc.f[k] == nil {
+		f := fc.s.bestFact(cands[k].c.text, fc.lq)
+		fc.f[k] = &f
+	}
+	return fc.f[k]
+}
+
+func (fc *factCache) cue(cands []cand, k int) bool {
+	if t := cands[k].c.text; !updateCue(t) && !strings.Contains(strings.ToLower(t), "now") {
+		return false // no cue anywhere in the chunk: no need to find its best fact
+	}
+	f := fc.get(cands, k)
+	if f.cue == 0 {
+		f.cue = -1
+		if updateCue(f.text) {
+			f.cue = 1
+		}
+	}
+	return f.cue > 0
+}
+
+// bestFact returns the line or sentence of text that holds most of the query's terms
+// (empty when none holds any).
+func (s *Searcher) bestFact(text string, lq lexical.Query) fact {
+	want := make(map[string]bool, len(lq.Terms))
+	for _, t := range lq.Terms {
+		want[t] = true
+	}
+	var best fact
+	bestN := 0
+	for _, f := range splitFacts(text) {
+		ts := s.an.Terms(f)
+		n := 0
+		seen := map[string]bool{}
+		for _, t := range ts {
+			if want[t] && !seen[t] {
+				seen[t] = true
+				n++
+			}
+		}
+		if n > bestN || (n == bestN && n > 0 && len(ts) < len(best.terms)) {
+			best, bestN = fact{text: f, terms: ts}, n
+		}
+	}
+	return best
+}
+
+// splitFacts cuts text into facts: lines (a bullet is a line), and a long line at the end of
+// its sentences.
+func splitFacts(text string) []string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		start := 0
+		for i, r := range l {
+			if r == '。' || r == '！' || r == '？' || ((r == '.' || r == '!' || r == '?') && (i+1 == len(l) || l[i+1] == ' ')) {
+				end := i + utf8.RuneLen(r)
+				if strings.TrimSpace(l[start:end]) != "" {
+					out = append(out, l[start:end])
+				}
+				start = end
+			}
+		}
+		if strings.TrimSpace(l[start:]) != "" {
+			out = append(out, l[start:])
+		}
+	}
+	return out
+}
+
+// identifiers are the query's identifier-like runs (order numbers, host names, e-mail
+// addresses, paths, versions), lower-cased: ASCII runs with a digit or one of - . _ @ / #,
+// at least 4 characters, cut out of the text around them (PO-55812的交期 gives po-55812).
+func identifiers(q string) []string {
+	var out []string
+	for _, f := range identRE.FindAllString(strings.ToLower(q), -1) {
+		f = strings.Trim(f, ".-_/#@")
+		if len(f) >= 4 && strings.ContainsAny(f, "0123456789-._@/") {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+var identRE = regexp.MustCompile(`[a-z0-9][a-z0-9._@/#-]*`)
+
+// containsIdent reports whether text holds id verbatim, a version with or without its "v"
+// (v1.27.3 and 1.27.3).
+func containsIdent(text, id string) bool {
+	if strings.Contains(text, id) {
+		return true
+	}
+	if len(id) > 1 && id[0] == 'v' && id[1] >= '0' && id[1] <= '9' {
+		return strings.Contains(text, id[1:])
+	}
+	return false
+}
+
+func round(x float64) float64 { return math.Round(x*1e4) / 1e4 }
+
+func day(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	y, m, d := t.Date()
+	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+}
+
+func jaccard(a, b []string) float64 {
+	if len(a) == 0 || len(b) == 0 {
+		return 0
+	}
+	set := make(map[string]bool, len(a))
+	for _, t := range a {
+		set[t] = true
+	}
+	inter, union := 0, len(set)
+	seen := map[string]bool{}
+	for _, t := range b {
+		if seen[t] {
+			continue
+		}
+		seen[t] = true
+		if set[t] {
+			inter++
+		} else {
+			union++
+		}
+	}
+	return float64(inter) / float64(union)
+}
+
+func snippet(text string, n int) string {
+	if len(text) <= n {
+		return text
+	}
+	return truncate(text, n) + "…"
+}
+
+func (s *Searcher) model() string {
+	if s.emb == nil {
+		return ""
+	}
+	return s.emb.Model()
+}
+
+// queryVector embeds a query, remembering the last few hundred.
+func (s *Searcher) queryVector(ctx context.Context, text string) ([]float32, error) {
+	key := s.emb.Model() + "\x00" + text
+	s.qmu.Lock()
+	v, ok := s.qvecs[key]
+	s.qmu.Unlock()
+	if ok {
+		return v, nil
+	}
+	vs, err := s.emb.Embed(ctx, []string{text})
+	if err != nil {
+		return nil, err
+	}
+	s.qmu.Lock()
+	if len(s.qvecs) >= 512 {
+		clear(s.qvecs)
+	}
+	s.qvecs[key] = vs[0]
+	s.qmu.Unlock()
+	return vs[0], nil
+}
+
+// load returns the agent's snapshot, from the cache while its generation is current, else
+// refreshed from the database (only the files whose index state moved are read again).
+func (s *Searcher) load(ctx context.Context, agentID int64) (*snapshot, error) {
+	gen, err := s.generation(ctx, agentID)
+	if err != nil {
+		return nil, err
+	}
+	old := s.cache.get(agentID)
+	if old != nil && old.generation == gen && old.model == s.model() {
+		return old, nil
+	}
+	v, err, _ := s.sf.Do(fmt.Sprint(agentID, "/", gen), func() (any, error) {
+		return s.refresh(ctx, agentID, gen, old)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*snapshot), nil
+}
+
+// Refresh brings a cached agent's snapshot up to date in the background (an index notice
+// said it changed), so the next search is warm. Agents not cached are left alone.
+func (s *Searcher) Refresh(agentID int64) {
+	if s.cache.get(agentID) == nil {
+		return
+	}
+	s.guard.Go("recall.refresh", func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := s.load(ctx, agentID); err != nil {
+			s.log.Warn("recall: background refresh failed; the next search reloads", "agent", agentID, "err", err)
+		}
+	}, "agent", agentID)
+}
+
+// CachedGeneration is the generation of the agent's cached snapshot (-1 when none).
+func (s *Searcher) CachedGeneration(agentID int64) int64 {
+	if snap := s.cache.get(agentID); snap != nil {
+		return snap.generation
+	}
+	return -1
+}
+
+func (s *Searcher) generation(ctx context.Context, agentID int64) (int64, error) {
+	var row store.RecallAgent
+	err := s.db.WithContext(ctx).Where("agent_id = ?", agentID).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read recall generation of agent %d: %w", agentID, err)
+	}
+	return row.Generation, nil
+}
+
+// refresh builds the agent's snapshot at generation gen. With a previous snapshot of the same
+// model it keeps the chunks of files whose index state has not moved and reads only the
+// others; without one it reads everything.
+func (s *Searcher) refresh(ctx context.Context, agentID, gen int64, old *snapshot) (*snapshot, error) {
+	db := s.db.WithContext(ctx)
+	var states []store.RecallFile
+	if err := db.Select("filename", "file_id", "version", "embed_pending").Where("agent_id = ?", agentID).Find(&states).Error; err != nil {
+		return nil, fmt.Errorf("read index state of agent %d: %w", agentID, err)
+	}
+	files := make(map[string]fileState, len(states))
+	for _, st := range states {
+		files[st.Filename] = fileState{fileID: st.FileID, version: st.Version, pending: st.EmbedPending}
+	}
+	model := s.model()
+	full := old == nil || old.model != model
+	var changed []string
+	if !full {
+		for name, st := range files {
+			if prev, ok := old.files[name]; !ok || prev != st {
+				changed = append(changed, name)
+			}
+		}
+	}
+	var rows []store.RecallChunk
+	cols := []string{"filename", "ordinal", "start_line", "end_line", "heading", "text", "terms", "hash", "file_version", "note_date", "dated"}
+	if full {
+		if err := db.Select(cols).Where("agent_id = ?", agentID).Find(&rows).Error; err != nil {
+			return nil, fmt.Errorf("read chunks of agent %d: %w", agentID, err)
+		}
+	} else {
+		for start := 0; start < len(changed); start += 200 {
+			var part []store.RecallChunk
+			if err := db.Select(cols).Where("agent_id = ? AND filename IN ?", agentID, changed[start:min(start+200, len(changed))]).
+				Find(&part).Error; err != nil {
+				return nil, fmt.Errorf("read chunks of agent %d: %w", agentID, err)
+			}
+			rows = append(rows, part...)
+		}
+	}
+	vecs := map[string][]float32{}
+	if s.emb != nil && len(rows) > 0 {
+		var ems []store.RecallEmbedding
+		q := db.Select("hash", "vector").Where("model = ?", model)
+		if full {
+			q = q.Where("hash IN (?)", s.db.Model(&store.RecallChunk{}).Select("hash").Where("agent_id = ?", agentID))
+			if err := q.Find(&ems).Error; err != nil {
+				return nil, fmt.Errorf("read vectors of agent %d: %w", agentID, err)
+			}
+		} else {
+			hashes := make([]string, len(rows))
+			for k, r := range rows {
+				hashes[k] = r.Hash
+			}
+			for start := 0; start < len(hashes); start += 500 {
+				var part []store.RecallEmbedding
+				if err := db.Select("hash", "vector").Where("model = ? AND hash IN ?", model, hashes[start:min(start+500, len(hashes))]).
+					Find(&part).Error; err != nil {
+					return nil, fmt.Errorf("read vectors of agent %d: %w", agentID, err)
+				}
+				ems = append(ems, part...)
+			}
+		}
+		for _, e := range ems {
+			v, err := embed.Decode(e.Vector)
+			if err != nil {
+				return nil, fmt.Errorf("vector %s: %w", e.Hash, err)
+			}
+			vecs[e.Hash] = v
+		}
+	}
+
+	var chunks []cachedChunk
+	if !full {
+		// Drop the chunks of changed files (read again above) and of files whose state is
+		// gone (deleted); keep the rest, as a full read would.
+		drop := map[string]bool{}
+		for _, name := range changed {
+			drop[name] = true
+		}
+		for name := range old.files {
+			if _, live := files[name]; !live {
+				drop[name] = true
+			}
+		}
+		for _, c := range old.chunks {
+			if !drop[c.filename] {
+				chunks = append(chunks, c)
+			}
+		}
+	}
+	for _, r := range rows {
+		chunks = append(chunks, cachedChunk{filename: r.Filename, ordinal: r.Ordinal, startLine: r.StartLine, end: r.EndLine,
+			heading: r.Heading, text: r.Text, terms: r.Terms, fileVersion: r.FileVersion, hash: r.Hash,
+			date: r.NoteDate.UTC(), dated: r.Dated, vec: vecs[r.Hash]})
+	}
+	sort.Slice(chunks, func(i, j int) bool {
+		if chunks[i].filename != chunks[j].filename {
+			return chunks[i].filename < chunks[j].filename
+		}
+		return chunks[i].ordinal < chunks[j].ordinal
+	})
+	snap := &snapshot{agentID: agentID, generation: gen, model: model, chunks: chunks, files: files}
+	// Vectors are copied into one array (in chunk order, so the scan reads memory in order,
+	// and no array of a previous snapshot stays alive for a few kept chunks).
+	total := 0
+	for _, c := range chunks {
+		total += len(c.vec)
+	}
+	block := make([]float32, 0, total)
+	docs := make([][]string, len(chunks))
+	for k := range chunks {
+		c := &chunks[k]
+		if c.vec != nil {
+			start := len(block)
+			block = append(block, c.vec...)
+			c.vec = block[start:len(block):len(block)]
+		}
+		c.ix = k
+		docs[k] = lexical.SplitTerms(c.terms)
+		snap.bytes += int64(len(c.filename) + len(c.heading) + len(c.text) + len(c.terms) + 4*len(c.vec) + 64 + 200)
+	}
+	snap.bm25 = lexical.NewIndex(docs)
+	snap.bytes += int64(snap.bm25.Bytes())
+	s.cache.put(snap)
+	return snap, nil
+}

@@ -1,0 +1,319 @@
+package recall_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/matememory/matememory/pkg/internal/bus"
+	"github.com/matememory/matememory/pkg/internal/bus/bustest"
+	"github.com/matememory/matememory/pkg/internal/recall"
+	"github.com/matememory/matememory/pkg/internal/store"
+	"github.com/matememory/matememory/pkg/internal/store/storetest"
+	"github.com/matememory/matememory/pkg/internal/workspace"
+)
+
+type observed struct {
+	c   recall.Change
+	res recall.SyncResult
+	err error
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestWorkerIndexesRedeliveryAndCrashPaths(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		ctx := context.Background()
+		r := newRig(t, db, true)
+		_, dialer := bustest.Server(t)
+		nc, err := dialer.Connect("test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, _ := jetstream.New(nc)
+		if _, err := bus.EnsureStream(ctx, js, bus.DLQStreamConfig(1, time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if err := recall.Provision(ctx, js, 1, 30*time.Second, 5); err != nil {
+			t.Fatal(err)
+		}
+		seen := make(chan observed, 100)
+		w := recall.NewWorker(js, nc, db.DB, r.ix, slogDiscard(), time.Hour, recall.WorkerWithObserver(func(c recall.Change, res recall.SyncResult, err error) {
+			seen <- observed{c, res, err}
+		}))
+		if err := w.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		sub, err := recall.Subscribe(nc, r.se)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+
+		notifier := recall.NewNotifier(nc, slogDiscard())
+		ws := workspace.New(db.DB, workspace.WithDefaults("en", "UTC"), workspace.WithChangeHook(notifier.Changed))
+		ch := workspace.Change{Actor: store.ActorTool}
+
+		// 1. A write is indexed through the stream and found.
+		if _, err := ws.Append(ctx, 7, "memory/2026-05-31.md", "Shipped order ORD-2026-0777 to Lisbon.\n", "# 2026-05-31\n\n", ch); err != nil {
+			t.Fatal(err)
+		}
+		first := next(t, seen)
+		// Indexed by this delivery, or just before by the start-up reconcile: either way once.
+		if first.err != nil || first.c.AgentID != 7 || first.res.Chunks != 1 {
+			t.Fatalf("first delivery: %+v (%v)", first, first.err)
+		}
+		found := func(q string) bool {
+			res, err := r.se.Search(ctx, 7, recall.Query{Text: q})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, h := range res.Hits {
+				if strings.Contains(h.Snippet, q) {
+					return true
+				}
+			}
+			return false
+		}
+		if !found("ORD-2026-0777") {
+			t.Fatal("indexed text not found")
+		}
+
+		// 2. Redelivery (a worker that crashed after committing, before acking): the same
+		// message again changes nothing and embeds nothing.
+		data, _ := json.Marshal(recall.Change{AgentID: 7, Filename: "memory/2026-05-31.md", Version: 1})
+		if _, err := js.Publish(ctx, "mate.recall.index.7", data); err != nil {
+			t.Fatal(err)
+		}
+		if o := next(t, seen); o.err != nil || o.res.Outcome != recall.Unchanged || o.res.EmbeddedTexts != 0 {
+			t.Fatalf("redelivered message must be a no-op: %+v", o)
+		}
+		var chunks int64
+		db.DB.Model(&store.RecallChunk{}).Where("agent_id = 7 AND filename = ?", "memory/2026-05-31.md").Count(&chunks)
+		if chunks != 1 {
+			t.Fatalf("%d chunks for one short file: indexed twice?", chunks)
+		}
+
+		// 3. An edit: the indexed notice refreshes the cached agent on this replica.
+		waitFor(t, "agent 7 cached", func() bool { found("Lisbon"); n, _ := r.se.CacheStats(); return n == 1 })
+		if _, _, err := ws.Edit(ctx, 7, "memory/2026-05-31.md", "Lisbon", "Porto", false, workspace.AnyVersion, ch); err != nil {
+			t.Fatal(err)
+		}
+		if o := next(t, seen); o.err != nil || o.res.Chunks != 1 {
+			t.Fatalf("edit: %+v", o)
+		}
+		// The indexed notice refreshes the cached agent in the background, before any search.
+		waitFor(t, "the indexed notice to refresh the cache", func() bool {
+			var ag store.RecallAgent
+			db.DB.Where("agent_id = 7").Take(&ag)
+			return r.se.CachedGeneration(7) == ag.Generation
+		})
+		if !found("Porto") || found("Lisbon") {
+			t.Fatal("edit not reflected")
+		}
+
+		// 4. A crash between commit and publish (a write whose message never left): the
+		// reconciler finds it by update time.
+		silent := workspace.New(db.DB, workspace.WithDefaults("en", "UTC"))
+		if _, _, err := silent.Write(ctx, 7, "MEMORY.md", "# Facts\n\nThe VPN gateway is vpn-gw-02.\n", workspace.AnyVersion, ch); err != nil {
+			t.Fatal(err)
+		}
+		if found("vpn-gw-02") {
+			t.Fatal("nothing indexed the silent write yet; the test would prove nothing")
+		}
+		rep, err := w.Reconcile(ctx)
+		if err != nil || rep.Changed < 1 {
+			t.Fatalf("reconcile: %+v %v", rep, err)
+		}
+		if !found("vpn-gw-02") {
+			t.Fatal("reconciled write not found")
+		}
+		if rep, err := w.Reconcile(ctx); err != nil || rep.Changed != 0 {
+			t.Fatalf("second reconcile must change nothing: %+v %v", rep, err)
+		}
+
+		// 5. Delete through the stream removes the chunks.
+		if err := ws.Delete(ctx, 7, "memory/2026-05-31.md", workspace.AnyVersion, ch); err != nil {
+			t.Fatal(err)
+		}
+		// Removed by this delivery (or by a reconcile sweep just before it: still once).
+		if o := next(t, seen); o.err != nil || o.res.Chunks != 0 {
+			t.Fatalf("delete: %+v", o)
+		}
+		db.DB.Model(&store.RecallChunk{}).Where("agent_id = 7 AND filename = ?", "memory/2026-05-31.md").Count(&chunks)
+		if chunks != 0 {
+			t.Fatalf("%d chunks of a deleted file left", chunks)
+		}
+		if found("Porto") {
+			t.Fatal("deleted text still found")
+		}
+
+		// 6. A poison message is dead-lettered, not retried forever.
+		if _, err := js.Publish(ctx, "mate.recall.index.7", []byte("{not json")); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the poison message in MATE_DLQ", func() bool {
+			dl, err := bus.ListDeadLetters(ctx, js, 0, "", 10)
+			return err == nil && len(dl) == 1 && strings.Contains(dl[0].Reason, "undecodable")
+		})
+	})
+}
+
+// next returns the next processed message about the daily note (the seeded core files of a
+// new agent have their own messages).
+func next(t *testing.T, ch chan observed) observed {
+	t.Helper()
+	for {
+		select {
+		case o := <-ch:
+			if o.c.Filename == "memory/2026-05-31.md" {
+				return o
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no index message processed within 10 s")
+			return observed{}
+		}
+	}
+}
+
+func TestBackfillIdempotent(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		ctx := context.Background()
+		r := newRig(t, db, true)
+		for a := int64(1); a <= 3; a++ {
+			if _, _, err := r.ws.Write(ctx, a, "memory/2026-05-01.md", "# 2026-05-01\n\nAgent fact.\n", workspace.AnyVersion, workspace.Change{Actor: store.ActorTool}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		calls := 0
+		rep, err := r.ix.Backfill(ctx, 0, func(done, total int, _ recall.BackfillReport) { calls++ })
+		// Each agent is seeded with 4 files plus the note.
+		if err != nil || rep.Files != 15 || rep.Indexed != 15 || calls != 15 {
+			t.Fatalf("first backfill: %v %v (progress calls %d)", rep, err, calls)
+		}
+		rep, err = r.ix.Backfill(ctx, 0, nil)
+		if err != nil || rep.Unchanged != 15 || rep.Indexed != 0 || rep.EmbeddedTexts != 0 {
+			t.Fatalf("second backfill must change nothing: %v %v", rep, err)
+		}
+	})
+}
+
+// A burst of index messages about a few agents (each agent's four seeded core files and a
+// note, published at once, some twice): every file is indexed, every message is
+// acknowledged, and an agent's messages that waited for its previous round are indexed
+// together (fewer generation bumps than messages), with nothing left pending.
+func TestWorkerBatchesAnAgentsMessages(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		ctx := context.Background()
+		r := newRig(t, db, false)
+		_, dialer := bustest.Server(t)
+		nc, err := dialer.Connect("test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, _ := jetstream.New(nc)
+		if err := recall.Provision(ctx, js, 1, 30*time.Second, 5); err != nil {
+			t.Fatal(err)
+		}
+		// The files exist before any message is consumed (written without a hook).
+		const agents = 3
+		names := append([]string{"memory/2026-05-31.md"}, workspace.CoreFiles...)
+		for a := int64(1); a <= agents; a++ {
+			if _, err := r.ws.Append(ctx, a, names[0], "Agent fact.\n", "# 2026-05-31\n\n", workspace.Change{Actor: store.ActorTool}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		published := 0
+		for round := 0; round < 2; round++ {
+			for a := int64(1); a <= agents; a++ {
+				for _, n := range names {
+					data, _ := json.Marshal(recall.Change{AgentID: a, Filename: n, Version: 1})
+					if _, err := js.Publish(ctx, bus.AgentSubject(recall.SubjectIndex, a), data); err != nil {
+						t.Fatal(err)
+					}
+					published++
+				}
+			}
+		}
+		// The start-up reconcile finds nothing (its watermark is past the writes): the
+		// messages do the work.
+		if err := db.DB.Save(&store.RecallCursor{Name: "workspace", UpdateTime: now.Add(time.Hour)}).Error; err != nil {
+			t.Fatal(err)
+		}
+		seen := make(chan observed, 2*published)
+		w := recall.NewWorker(js, nc, db.DB, r.ix, slogDiscard(), time.Hour, recall.WorkerWithObserver(func(c recall.Change, res recall.SyncResult, err error) {
+			seen <- observed{c, res, err}
+		}))
+		if err := w.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer w.Stop()
+		indexed := map[string]int{}
+		for i := 0; i < published; i++ {
+			select {
+			case o := <-seen:
+				if o.err != nil {
+					t.Fatalf("%+v: %v", o.c, o.err)
+				}
+				if o.res.Outcome == recall.Indexed {
+					indexed[fmt.Sprint(o.c.AgentID, o.c.Filename)]++
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%d of %d messages processed", i, published)
+			}
+		}
+		var files int64
+		db.DB.Model(&store.RecallFile{}).Count(&files)
+		if files != int64(agents*len(names)) {
+			t.Fatalf("%d files indexed, want %d", files, agents*len(names))
+		}
+		if len(indexed) == 0 {
+			t.Fatal("no message reported its file indexed")
+		}
+		// Nothing indexed twice: each file's chunks are there once (the observer reports a
+		// batch's result for each of its messages, so two messages of one file may both say
+		// indexed).
+		var dup int64
+		db.DB.Raw("SELECT COUNT(*) FROM (SELECT agent_id, filename, ordinal FROM mate_recall_chunk GROUP BY agent_id, filename, ordinal HAVING COUNT(*) > 1) d").Scan(&dup)
+		var chunks, want int64
+		db.DB.Model(&store.RecallChunk{}).Count(&chunks)
+		db.DB.Model(&store.RecallFile{}).Select("COALESCE(SUM(chunks), 0)").Scan(&want)
+		if dup != 0 || chunks != want || chunks == 0 {
+			t.Fatalf("%d chunks for %d in the file states, %d duplicated", chunks, want, dup)
+		}
+		var gens []store.RecallAgent
+		db.DB.Find(&gens)
+		total := int64(0)
+		for _, g := range gens {
+			total += g.Generation
+		}
+		if len(gens) != agents || total >= int64(agents*len(names)) {
+			t.Fatalf("generations %+v: want fewer bumps than files (the agent's messages batched)", gens)
+		}
+		cons, err := js.Consumer(ctx, recall.Stream, recall.Consumer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "every message acknowledged", func() bool {
+			ci, err := cons.Info(ctx)
+			return err == nil && ci.NumPending == 0 && ci.NumAckPending == 0
+		})
+	})
+}

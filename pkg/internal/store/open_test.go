@@ -1,0 +1,112 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/matememory/matememory/pkg/internal/store"
+)
+
+func TestMySQLConfigInterpolatesParams(t *testing.T) {
+	for _, tc := range []struct {
+		dsn  string
+		want bool
+	}{
+		{"u:p@tcp(db:3306)/mate", true},
+		{"u:p@tcp(db:3306)/mate?charset=utf8mb4", true},
+		{"u:p@tcp(db:3306)/mate?interpolateParams=false", false}, // the user's choice stays
+		{"u:p@tcp(db:3306)/mate?charset=gbk", false},             // escaping unsafe there
+	} {
+		cfg, err := store.MySQLConfig(tc.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.InterpolateParams != tc.want {
+			t.Errorf("%s: interpolateParams %v, want %v", tc.dsn, cfg.InterpolateParams, tc.want)
+		}
+	}
+}
+
+// SQLite commits are as durable as the embedded NATS server's writes unless the user opts
+// out, on every connection of the pool.
+func TestSQLiteSynchronous(t *testing.T) {
+	for _, tc := range []struct {
+		opts []store.Option
+		want int // PRAGMA synchronous: 1 NORMAL, 2 FULL
+	}{
+		{nil, 2},
+		{[]store.Option{store.WithSQLiteSynchronous("full")}, 2},
+		{[]store.Option{store.WithSQLiteSynchronous("normal")}, 1},
+	} {
+		db, err := store.Open("sqlite", "", t.TempDir(), tc.opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		sqlDB, err := db.DB()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// several connections at once, so the pragma is seen on more than the first
+		conns := make([]*sql.Conn, 0, 3)
+		for range 3 {
+			c, err := sqlDB.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conns = append(conns, c)
+		}
+		for _, c := range conns {
+			var got int
+			if err := c.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&got); err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("synchronous %d, want %d", got, tc.want)
+			}
+			var mode string
+			if err := c.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+				t.Errorf("journal_mode %q (%v), want wal", mode, err)
+			}
+			_ = c.Close()
+		}
+		_ = store.Close(db)
+	}
+	if _, err := store.Open("sqlite", "", t.TempDir(), store.WithSQLiteSynchronous("off")); err == nil {
+		t.Fatal("synchronous off accepted")
+	}
+}
+
+// Times keep the text format earlier versions wrote (glebarez's), so files written by them
+// still compare and sort the same in SQL, and read back as the same instant.
+func TestSQLiteTimeFormat(t *testing.T) {
+	dir := t.TempDir()
+	db, err := store.Open("sqlite", "", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close(db)
+	if err := db.Exec("CREATE TABLE t (id INTEGER PRIMARY KEY, at DATETIME)").Error; err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 30, 23, 59, 58, 123456789, time.UTC)
+	if err := db.Exec("INSERT INTO t (id, at) VALUES (1, ?)", at).Error; err != nil {
+		t.Fatal(err)
+	}
+	var text string
+	if err := db.Raw("SELECT '<' || at || '>' FROM t").Scan(&text).Error; err != nil {
+		t.Fatal(err)
+	}
+	if want := "<2026-11-30 23:59:58.123456789+00:00>"; text != want {
+		t.Fatalf("stored %q, want %q", text, want)
+	}
+	var back time.Time
+	if err := db.Raw("SELECT at FROM t").Scan(&back).Error; err != nil {
+		t.Fatal(err)
+	}
+	if !back.Equal(at) {
+		t.Fatalf("read back %s, want %s", back, at)
+	}
+}

@@ -1,0 +1,101 @@
+package summarizer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"gorm.io/gorm"
+
+	"github.com/matememory/matememory/pkg/event"
+	"github.com/matememory/matememory/pkg/internal/store"
+)
+
+// preCheck is the spec's pre-check of an event, plus MateClaw's later gate on the turn's
+// outcome: it says why the event is not extracted (skip) or that it may be. err is a
+// transient failure (reading the stored user message).
+func (s *Service) preCheck(ctx context.Context, ev *event.ConversationCompletedEvent) (reason string, skip bool, err error) {
+	m := s.set.Memory
+	switch {
+	case !m.AutoSummarizeEnabled:
+		return "auto-summarize-enabled is false", true, nil
+	case m.SkipCronConversations && ev.TriggerSource == event.TriggerCron:
+		return "triggered by a cron job and skip-cron-conversations is true", true, nil
+	case ev.MessageCount < m.MinMessagesForSummarize:
+		return fmt.Sprintf("messageCount %d is below min-messages-for-summarize %d", ev.MessageCount, m.MinMessagesForSummarize), true, nil
+	}
+	if reason, skip := turnGate(ev); skip {
+		return reason, true, nil
+	}
+	user, what := strings.TrimSpace(ev.UserMessage), "the last user message"
+	if user == "" {
+		// MateClaw checks the length only when the event carries the message: without it,
+		// the conversation's last stored user message is checked, or none when there is none.
+		stored, ok, err := s.lastUserMessage(ctx, ev)
+		if err != nil {
+			return "", false, err
+		}
+		if !ok {
+			return "", false, nil
+		}
+		user, what = strings.TrimSpace(stored), "the last stored user message (the event has no userMessage)"
+	}
+	if n := utf8.RuneCountInString(user); n < m.MinUserMessageLength {
+		return fmt.Sprintf("%s has %d characters; min-user-message-length is %d", what, n, m.MinUserMessageLength), true, nil
+	}
+	return "", false, nil
+}
+
+// durableFinish are the finish reasons whose turns are extracted (MateClaw's gate: every
+// other reason, e.g. max_iterations_reached, error_fallback, incomplete, stopped, is not).
+var durableFinish = map[string]bool{"": true, "normal": true, "return_direct": true}
+
+// errorReplies are the texts MateClaw's chat layer puts in an assistant reply that is an
+// error surface rather than an answer ("[错误] 认证失败: Invalid API Key"), and its markers of
+// an incomplete or unsupported answer.
+var errorReplies = []string{"LLM 调用失败:", "LLM 调用超时", "LLM 调用被中断", "Prompt 过长:", "认证失败:",
+	"LLM 返回空响应", "Bad request:", "[证据不足]", "failed to generate a response", "error_fallback"}
+
+// turnGate keeps turns that did not end in a real answer out of memory: an error, a stop,
+// an incomplete answer, or an error message in place of the reply.
+func turnGate(ev *event.ConversationCompletedEvent) (string, bool) {
+	if st := strings.ToLower(ev.TurnStatus); st != "" && st != event.TurnCompleted {
+		return fmt.Sprintf("the turn ended with turnStatus %q, not completed; only completed turns are extracted", ev.TurnStatus), true
+	}
+	if fr := strings.ToLower(ev.FinishReason); !durableFinish[fr] {
+		return fmt.Sprintf("the turn's finishReason %q is not durable memory input (only normal and return_direct are)", ev.FinishReason), true
+	}
+	reply := strings.TrimSpace(ev.AssistantReply)
+	if strings.HasPrefix(reply, "[错误]") || strings.HasPrefix(reply, "[Error]") {
+		return fmt.Sprintf("the assistant reply is an error message (%q), not an answer", truncateRunes(reply, 80, "…")), true
+	}
+	for _, marker := range errorReplies {
+		if strings.Contains(reply, marker) {
+			return fmt.Sprintf("the assistant reply is an error or incomplete answer (contains %q)", marker), true
+		}
+	}
+	return "", false
+}
+
+// lastUserMessage is the conversation's last user message: in the event's inline messages,
+// else in mate_message.
+func (s *Service) lastUserMessage(ctx context.Context, ev *event.ConversationCompletedEvent) (string, bool, error) {
+	for i := len(ev.Messages) - 1; i >= 0; i-- {
+		if ev.Messages[i].Role == "user" {
+			return ev.Messages[i].Content, true, nil
+		}
+	}
+	var row store.Message
+	err := s.d.DB.WithContext(ctx).Select("content").
+		Where("agent_id = ? AND conversation_id = ? AND role = ?", ev.AgentID, ev.ConversationID, "user").
+		Order("id DESC").Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("read the last user message of conversation %s: %w", ev.ConversationID, err)
+	}
+	return row.Content, true, nil
+}

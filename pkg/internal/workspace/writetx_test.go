@@ -1,0 +1,104 @@
+package workspace_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"gorm.io/gorm"
+
+	"github.com/matememory/matememory/pkg/internal/store"
+	"github.com/matememory/matememory/pkg/internal/store/storetest"
+	"github.com/matememory/matememory/pkg/internal/tokens"
+	"github.com/matememory/matememory/pkg/internal/workspace"
+)
+
+// WriteTx writes in the caller's transaction: its write commits and rolls back with the
+// caller's, keeps history, and a stale version is a conflict, not a retry.
+func TestWriteTxFollowsTheCallersTransaction(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		ws := workspace.New(db.DB, workspace.WithDefaults("en", "UTC"))
+		ctx := context.Background()
+		cur, err := ws.Get(ctx, 3, "MEMORY.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		rollback := errors.New("rolled back by the caller")
+		err = db.DB.Transaction(func(tx *gorm.DB) error {
+			if _, _, err := ws.WriteTx(tx, 3, "MEMORY.md", "# MEMORY.md\n- rolled back\n", cur.Version, workspace.Change{Actor: store.ActorSummarizer}); err != nil {
+				return err
+			}
+			return rollback
+		})
+		if !errors.Is(err, rollback) {
+			t.Fatalf("transaction: %v", err)
+		}
+		if f, _ := ws.Get(ctx, 3, "MEMORY.md"); f.Version != cur.Version || f.Content != cur.Content {
+			t.Fatalf("rolled-back write kept: v%d %q", f.Version, f.Content)
+		}
+
+		var got workspace.File
+		if err := db.DB.Transaction(func(tx *gorm.DB) error {
+			var err error
+			got, _, err = ws.WriteTx(tx, 3, "MEMORY.md", "# MEMORY.md\n- kept\n", cur.Version, workspace.Change{Actor: store.ActorSummarizer, Ref: "run-1"})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if f, _ := ws.Get(ctx, 3, "MEMORY.md"); f.Version != cur.Version+1 || f.Content != "# MEMORY.md\n- kept\n" || got.Version != f.Version {
+			t.Fatalf("MEMORY.md v%d %q (returned v%d)", f.Version, f.Content, got.Version)
+		}
+		if hist, err := ws.History(ctx, 3, "MEMORY.md"); err != nil || len(hist) == 0 || hist[0].Content != cur.Content || hist[0].Ref != "run-1" {
+			t.Fatalf("history %+v (%v)", hist, err)
+		}
+
+		err = db.DB.Transaction(func(tx *gorm.DB) error {
+			_, _, err := ws.WriteTx(tx, 3, "MEMORY.md", "# MEMORY.md\n- stale\n", cur.Version, workspace.Change{Actor: store.ActorSummarizer})
+			return err
+		})
+		if !errors.Is(err, workspace.ErrConflict) {
+			t.Fatalf("stale version: %v, want a conflict", err)
+		}
+	})
+}
+
+// Committed runs for a WriteTx what Write runs after its commit: an over-budget core file is
+// warned about and counted, with the writer as actor.
+func TestCommittedChecksTheBudget(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		var logs bytes.Buffer
+		tk, err := tokens.NewCounter().For("gpt-4o")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := workspace.New(db.DB, workspace.WithBudgets(workspace.Budgets{Memory: 100, Profile: 40, Tokenizer: tk}),
+			workspace.WithBudgetMetrics(prometheus.NewRegistry(), slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+		ctx := context.Background()
+		cur, err := ws.Get(ctx, 4, "MEMORY.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f workspace.File
+		if err := db.DB.Transaction(func(tx *gorm.DB) error {
+			f, _, err = ws.WriteTx(tx, 4, "MEMORY.md", strings.Repeat("- a long remembered fact about the user\n", 40), cur.Version,
+				workspace.Change{Actor: store.ActorSummarizer})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if logs.Len() != 0 {
+			t.Fatalf("warned before the commit was announced: %s", logs.String())
+		}
+		ws.Committed(ctx, &f, store.ActorSummarizer)
+		if out := logs.String(); strings.Count(out, "level=WARN") != 1 || !strings.Contains(out, "file=MEMORY.md") || !strings.Contains(out, "actor=summarizer") {
+			t.Fatalf("warnings: %s", out)
+		}
+		if f.Tokens == nil || *f.BudgetTokens != 100 {
+			t.Fatalf("file not annotated: %+v", f)
+		}
+	})
+}
