@@ -50,7 +50,8 @@ func TestAnnotate(t *testing.T) {
 }
 
 // TestAnnotateAgainstReplay checks the invariants on random histories: the lines are the last
-// content's, and each line's origin is a version that held that text // version up to its confirmation... kept a line with that text.
+// content's, each line's origin is a version that held its text while the version before did
+// not (or held fewer copies), and no line is confirmed before it was introduced.
 func TestAnnotateAgainstReplay(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for n := 0; n < 200; n++ {
