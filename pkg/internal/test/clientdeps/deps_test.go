@@ -47,7 +47,7 @@ var libs = []lib{
 	{
 		pkg: "pkg/eventpub",
 		allowed: []string{
-			module + "/pkg/eventpub", module + "/pkg/event", module + "/pkg/tracing",
+			module + "/pkg/eventpub", module + "/pkg/event", module + "/pkg/internal/tracing",
 			// nats.go and watermill with their dependencies.
 			"github.com/nats-io/nats.go", "github.com/nats-io/nkeys", "github.com/nats-io/nuid",
 			"github.com/ThreeDotsLabs/watermill", "github.com/ThreeDotsLabs/watermill-nats",
