@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -22,11 +21,7 @@ func (l *Ledger) Latest(ctx context.Context, agentIDs []int64) (map[int64]Run, e
 		return nil, fmt.Errorf("latest runs of %d agents: %w", len(agentIDs), err)
 	}
 	for _, r := range rows {
-		run := Run{RunID: r.RunID, Kind: r.Kind, AgentID: r.AgentID, EventID: r.EventID, Status: r.Status,
-			Reason: r.Reason, Model: r.Model, Provider: r.Provider, TokensIn: r.TokensIn, TokensOut: r.TokensOut,
-			LatencyMs: r.LatencyMs, Attempt: r.Attempt, CreateTime: r.CreateTime}
-		_ = json.Unmarshal([]byte(r.FilesChanged), &run.FilesChanged)
-		out[r.AgentID] = run
+		out[r.AgentID] = fromRow(r)
 	}
 	return out, nil
 }

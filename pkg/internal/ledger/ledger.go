@@ -145,12 +145,7 @@ func (l *Ledger) List(ctx context.Context, f Filter) ([]Run, error) {
 	}
 	out := make([]Run, 0, len(rows))
 	for _, r := range rows {
-		run := Run{RunID: r.RunID, Kind: r.Kind, AgentID: r.AgentID, EventID: r.EventID, Status: r.Status,
-			Reason: r.Reason, Model: r.Model, Provider: r.Provider, TokensIn: r.TokensIn, TokensOut: r.TokensOut,
-			LatencyMs: r.LatencyMs, Attempt: r.Attempt, CreateTime: r.CreateTime}
-		_ = json.Unmarshal([]byte(r.Conversations), &run.Conversations)
-		_ = json.Unmarshal([]byte(r.FilesChanged), &run.FilesChanged)
-		out = append(out, run)
+		out = append(out, fromRow(r))
 	}
 	return out, nil
 }
