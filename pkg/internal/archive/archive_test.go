@@ -1,0 +1,125 @@
+package archive
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/matememory/matememory/pkg/internal/blame"
+)
+
+const memory = `# MEMORY
+
+## Preferences
+- likes green tea
+- prefers morning meetings
+  (asked twice in October)
+
+## Work
+The user leads the payments team
+and reports to Chen.
+- PO-55812 ships on 2026-12-20
+`
+
+func TestRemoved(t *testing.T) {
+	after := strings.Replace(memory, "- likes green tea\n", "", 1)
+	after = strings.Replace(after, "- PO-55812 ships on 2026-12-20", "- PO-55812 ships on 2027-01-05", 1)
+	// A move is not a removal: the meetings item goes to the end of the file.
+	after = strings.Replace(after, "- prefers morning meetings\n  (asked twice in October)\n", "", 1) +
+		"- prefers morning meetings\n  (asked twice in October)\n"
+	got := Removed(memory, after)
+	want := []Entry{{Text: "- likes green tea", Heading: "## Preferences"}, {Text: "- PO-55812 ships on 2026-12-20", Heading: "## Work"}}
+	if len(got) != len(want) {
+		t.Fatalf("removed %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("entry %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	if r := Removed(memory, memory); len(r) != 0 {
+		t.Errorf("no change removed %+v", r)
+	}
+	if r := Removed(memory, ""); len(r) != 4 {
+		t.Errorf("emptied file: %d entries, want 4: %+v", len(r), r)
+	}
+}
+
+func TestEntries(t *testing.T) {
+	var got []string
+	lines := splitLines(memory)
+	for _, s := range entries(memory) {
+		got = append(got, strings.Join(lines[s.first:s.last+1], "|")+" @"+s.heading)
+	}
+	want := []string{
+		"- likes green tea @## Preferences",
+		"- prefers morning meetings|  (asked twice in October) @## Preferences",
+		"The user leads the payments team|and reports to Chen. @## Work",
+		"- PO-55812 ships on 2026-12-20 @## Work",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("entries:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestDemote(t *testing.T) {
+	day := func(d int) blame.Change {
+		return blame.Change{Version: int64(d), Time: time.Date(2026, 10, d, 0, 0, 0, 0, time.UTC)}
+	}
+	// Lines of memory with their provenance: the Work paragraph is the oldest, the tea the newest.
+	var lines []blame.Line
+	for i, l := range splitLines(memory) {
+		c := day(5)
+		switch {
+		case strings.Contains(l, "payments") || strings.Contains(l, "Chen"):
+			c = day(1)
+		case strings.Contains(l, "tea"):
+			c = day(9)
+		}
+		lines = append(lines, blame.Line{Number: i + 1, Text: l, Introduced: c, Confirmed: c})
+	}
+	limit := len(memory) - 40
+	kept, demoted := Demote(memory, lines, func(s string) bool { return len(s) <= limit })
+	if len(kept) > limit {
+		t.Fatalf("kept %d bytes, limit %d", len(kept), limit)
+	}
+	if len(demoted) != 1 || !strings.HasPrefix(demoted[0].Text, "The user leads") || demoted[0].Origin.Version != 1 {
+		t.Fatalf("demoted %+v, want the oldest entry (the Work paragraph)", demoted)
+	}
+	if !strings.Contains(kept, "## Work\n- PO-55812") || !strings.Contains(kept, "likes green tea") {
+		t.Errorf("kept:\n%s", kept)
+	}
+	// Every byte of an entry is either kept or demoted.
+	for _, e := range demoted {
+		if strings.Contains(kept, e.Text) {
+			t.Errorf("%q both kept and demoted", e.Text)
+		}
+	}
+	// Nothing fits: every entry goes, the headings stay.
+	kept, demoted = Demote(memory, nil, func(string) bool { return false })
+	if len(demoted) != 4 || strings.TrimSpace(kept) != "# MEMORY\n\n## Preferences\n\n## Work" {
+		t.Errorf("all demoted: %d entries, kept %q", len(demoted), kept)
+	}
+	if k, d := Demote(memory, nil, func(string) bool { return true }); k != memory || d != nil {
+		t.Error("a file that fits changed")
+	}
+}
+
+func TestRender(t *testing.T) {
+	at := time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)
+	got := Render([]Entry{
+		{Text: "- likes green tea", Heading: "## Preferences", Origin: blame.Change{Version: 4, Actor: "summarizer", Ref: "run-a", Time: at.AddDate(0, -2, 0)}},
+		{Text: "- prefers mornings", Heading: "## Preferences"},
+	}, "MEMORY.md", ReasonDemotion, "run-z", at)
+	want := "## 2026-12-01 09:30 · MEMORY.md · demotion · run run-z\n\n### Preferences\n- likes green tea\n" +
+		"<!-- from MEMORY.md v4, 2026-10-01, summarizer, run run-a -->\n- prefers mornings\n"
+	if got != want {
+		t.Errorf("render:\n%s\nwant:\n%s", got, want)
+	}
+	if Render(nil, "MEMORY.md", ReasonEdit, "", at) != "" {
+		t.Error("no entries: want no block")
+	}
+	if FileFor(at) != "memory/archive/2026-12.md" || !IsArchive(FileFor(at)) || IsArchive("memory/2026-12-01.md") {
+		t.Error("archive names")
+	}
+}
