@@ -17,7 +17,8 @@ import (
 	"github.com/matememory/matememory/prompts"
 )
 
-// Template names used by MateMemory (the spec's six).
+// Template names used by MateMemory: the spec's six, and the consolidation of a core file
+// that outgrew its budget.
 const (
 	SummarizeSystem           = "memory/summarize-system"
 	SummarizeUser             = "memory/summarize-user"
@@ -25,11 +26,13 @@ const (
 	EmergenceUser             = "memory/emergence-user"
 	ConversationSummarySystem = "context/conversation-summary-system"
 	ConversationSummaryUser   = "context/conversation-summary-user"
+	ConsolidateSystem         = "memory/consolidate-system"
+	ConsolidateUser           = "memory/consolidate-user"
 )
 
 // Names lists every template.
 var Names = []string{SummarizeSystem, SummarizeUser, EmergenceSystem, EmergenceUser,
-	ConversationSummarySystem, ConversationSummaryUser}
+	ConversationSummarySystem, ConversationSummaryUser, ConsolidateSystem, ConsolidateUser}
 
 // Loader finds templates in an override folder first, then in the embedded set.
 type Loader struct {

@@ -56,3 +56,36 @@ func TestMateClawTemplates(t *testing.T) {
 		t.Fatalf("embedded template: %.80q %v", got, err)
 	}
 }
+
+// TestEveryTemplateRendersCompletely renders every embedded template in both languages with
+// every placeholder it names given a value: none is left over, and none is missing.
+func TestEveryTemplateRendersCompletely(t *testing.T) {
+	l := NewLoader("")
+	for _, name := range Names {
+		for _, lang := range []string{"zh", "en"} {
+			raw, err := l.Load(name, lang)
+			if err != nil {
+				t.Fatalf("%s.%s: %v", name, lang, err)
+			}
+			vars := map[string]string{}
+			for _, part := range strings.Split(raw, "{{")[1:] {
+				if end := strings.Index(part, "}}"); end > 0 {
+					vars[part[:end]] = "<" + part[:end] + ">"
+				}
+			}
+			got, err := l.Render(name, lang, vars)
+			if err != nil {
+				t.Fatalf("%s.%s: %v", name, lang, err)
+			}
+			if strings.Contains(got, "{{") {
+				t.Errorf("%s.%s: a placeholder is left: %.200q", name, lang, got[strings.Index(got, "{{"):])
+			}
+		}
+	}
+	// The consolidation names the budget it asks for.
+	got, err := l.Render(ConsolidateSystem, "en", map[string]string{"file": "MEMORY.md", "budget_tokens": "2000",
+		"current_tokens": "2400", "target_tokens": "1600"})
+	if err != nil || !strings.Contains(got, "under 2000 tokens") || !strings.Contains(got, "about 1600 tokens") {
+		t.Errorf("consolidate-system: %v\n%s", err, got)
+	}
+}
