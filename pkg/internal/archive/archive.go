@@ -198,8 +198,9 @@ func Demote(content string, lines []blame.Line, fits func(string) bool) (string,
 }
 
 // Render is the block an archive note gets for entries that left file at t through run for
-// reason: a heading that says when, whence, why and by which run, then each entry verbatim
-// under the section it stood in, with where it came from.
+// reason: a heading that says when, whence, why and by which run (recall dates the block's
+// chunks by it), then each entry verbatim, followed by a comment with the section it stood
+// in and where it came from.
 func Render(entries []Entry, file, reason, run string, t time.Time) string {
 	if len(entries) == 0 {
 		return ""
@@ -209,40 +210,41 @@ func Render(entries []Entry, file, reason, run string, t time.Time) string {
 	if run != "" {
 		fmt.Fprintf(&b, " · run %s", run)
 	}
-	b.WriteString("\n")
-	section := "\x00"
+	b.WriteString("\n\n")
 	for _, e := range entries {
-		if e.Heading != section {
-			section = e.Heading
-			if section != "" {
-				fmt.Fprintf(&b, "\n%s\n", demoteHeading(section))
-			} else {
-				b.WriteString("\n")
-			}
-		}
 		b.WriteString(e.Text)
 		b.WriteString("\n")
+		var from []string
+		if h := strings.TrimSpace(strings.TrimLeft(e.Heading, "#")); h != "" {
+			from = append(from, "under "+h)
+		}
 		if o := e.Origin; o.Version > 0 {
-			fmt.Fprintf(&b, "<!-- from %s v%d", file, o.Version)
+			from = append(from, fmt.Sprintf("%s v%d", file, o.Version))
 			if !o.Time.IsZero() {
-				fmt.Fprintf(&b, ", %s", o.Time.UTC().Format("2006-01-02"))
+				from = append(from, o.Time.UTC().Format("2006-01-02"))
 			}
 			if o.Actor != "" {
-				fmt.Fprintf(&b, ", %s", o.Actor)
+				from = append(from, o.Actor)
 			}
 			if o.Ref != "" {
-				fmt.Fprintf(&b, ", run %s", o.Ref)
+				from = append(from, "run "+o.Ref)
 			}
-			b.WriteString(" -->\n")
+		}
+		if len(from) > 0 {
+			fmt.Fprintf(&b, "<!-- %s -->\n", strings.Join(from, ", "))
 		}
 	}
 	return b.String()
 }
 
-// demoteHeading nests a core file's section heading under the archive block's "##" heading.
-func demoteHeading(h string) string {
-	title := strings.TrimSpace(strings.TrimLeft(h, "#"))
-	return "### " + title
+// DateOf is the date of an archive block from its heading (as Render writes it).
+func DateOf(heading string, loc *time.Location) (time.Time, bool) {
+	h := strings.TrimSpace(strings.TrimLeft(heading, "#"))
+	if len(h) < 10 {
+		return time.Time{}, false
+	}
+	d, err := time.ParseInLocation("2006-01-02", h[:10], loc)
+	return d, err == nil
 }
 
 func join(text []string, dropped []bool, finalNewline bool) string {

@@ -111,13 +111,19 @@ func TestRender(t *testing.T) {
 		{Text: "- likes green tea", Heading: "## Preferences", Origin: blame.Change{Version: 4, Actor: "summarizer", Ref: "run-a", Time: at.AddDate(0, -2, 0)}},
 		{Text: "- prefers mornings", Heading: "## Preferences"},
 	}, "MEMORY.md", ReasonDemotion, "run-z", at)
-	want := "## 2026-12-01 09:30 · MEMORY.md · demotion · run run-z\n\n### Preferences\n- likes green tea\n" +
-		"<!-- from MEMORY.md v4, 2026-10-01, summarizer, run run-a -->\n- prefers mornings\n"
+	want := "## 2026-12-01 09:30 · MEMORY.md · demotion · run run-z\n\n- likes green tea\n" +
+		"<!-- under Preferences, MEMORY.md v4, 2026-10-01, summarizer, run run-a -->\n- prefers mornings\n<!-- under Preferences -->\n"
 	if got != want {
 		t.Errorf("render:\n%s\nwant:\n%s", got, want)
 	}
 	if Render(nil, "MEMORY.md", ReasonEdit, "", at) != "" {
 		t.Error("no entries: want no block")
+	}
+	if d, ok := DateOf("2026-12-01 09:30 · MEMORY.md · demotion", time.UTC); !ok || !d.Equal(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("date of a block: %v %v", d, ok)
+	}
+	if _, ok := DateOf("Preferences", time.UTC); ok {
+		t.Error("a heading without a date is dated")
 	}
 	if FileFor(at) != "memory/archive/2026-12.md" || !IsArchive(FileFor(at)) || IsArchive("memory/2026-12-01.md") {
 		t.Error("archive names")
