@@ -49,11 +49,12 @@ const (
 // Removed lists the entries of before that after no longer holds: lines a change deleted
 // that it did not only move elsewhere, grouped into the entries they belonged to. A line
 // that is part of an entry whose other lines stay (an item with one sub-line changed) is
-// kept as the entry's removed part, so every removed byte is accounted for.
-func Removed(before, after string) []Entry {
+// kept as the entry's removed part, so every removed byte is accounted for. lines, when not
+// nil, is before's blame: each entry's Origin is then its first removed line's introduction.
+func Removed(before, after string, lines []blame.Line) []Entry {
 	dmp := diffmatchpatch.New()
-	ca, cb, lines := dmp.DiffLinesToChars(before, after)
-	diffs := dmp.DiffCharsToLines(dmp.DiffMain(ca, cb, false), lines)
+	ca, cb, table := dmp.DiffLinesToChars(before, after)
+	diffs := dmp.DiffCharsToLines(dmp.DiffMain(ca, cb, false), table)
 	inserted := map[string]int{}
 	for _, d := range diffs {
 		if d.Type == diffmatchpatch.DiffInsert {
@@ -84,13 +85,17 @@ func Removed(before, after string) []Entry {
 	var out []Entry
 	for _, e := range entries(before) {
 		var kept []string
+		var origin blame.Change
 		for i := e.first; i <= e.last; i++ {
 			if gone[i] {
+				if len(kept) == 0 && i < len(lines) {
+					origin = lines[i].Introduced
+				}
 				kept = append(kept, old[i])
 			}
 		}
 		if len(kept) > 0 {
-			out = append(out, Entry{Text: strings.Join(kept, "\n"), Heading: e.heading})
+			out = append(out, Entry{Text: strings.Join(kept, "\n"), Heading: e.heading, Origin: origin})
 		}
 	}
 	return out

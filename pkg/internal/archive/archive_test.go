@@ -27,7 +27,7 @@ func TestRemoved(t *testing.T) {
 	// A move is not a removal: the meetings item goes to the end of the file.
 	after = strings.Replace(after, "- prefers morning meetings\n  (asked twice in October)\n", "", 1) +
 		"- prefers morning meetings\n  (asked twice in October)\n"
-	got := Removed(memory, after)
+	got := Removed(memory, after, nil)
 	want := []Entry{{Text: "- likes green tea", Heading: "## Preferences"}, {Text: "- PO-55812 ships on 2026-12-20", Heading: "## Work"}}
 	if len(got) != len(want) {
 		t.Fatalf("removed %+v, want %+v", got, want)
@@ -37,11 +37,19 @@ func TestRemoved(t *testing.T) {
 			t.Errorf("entry %d: %+v, want %+v", i, got[i], want[i])
 		}
 	}
-	if r := Removed(memory, memory); len(r) != 0 {
+	if r := Removed(memory, memory, nil); len(r) != 0 {
 		t.Errorf("no change removed %+v", r)
 	}
-	if r := Removed(memory, ""); len(r) != 4 {
-		t.Errorf("emptied file: %d entries, want 4: %+v", len(r), r)
+	var lines []blame.Line
+	for i, l := range splitLines(memory) {
+		lines = append(lines, blame.Line{Number: i + 1, Text: l, Introduced: blame.Change{Version: int64(i + 1)}})
+	}
+	r := Removed(memory, "", lines)
+	if len(r) != 4 {
+		t.Fatalf("emptied file: %d entries, want 4: %+v", len(r), r)
+	}
+	if r[0].Origin.Version != 4 || r[2].Origin.Version != 9 { // "- likes green tea" is line 4, the paragraph starts at 9
+		t.Errorf("origins: %+v", r)
 	}
 }
 

@@ -1,0 +1,169 @@
+// Package consolidate keeps a core memory file (MEMORY.md, PROFILE.md) within its token
+// budget. Two tools, used by every pipeline change of a core file:
+//
+//   - Ask: when a file has passed its high-water mark (HighWater of its budget), the model is
+//     asked to fit it to the budget (prompts memory/consolidate-*). Its answer is edits or the
+//     whole file; it may shrink the file as much as it likes, because nothing it drops is
+//     lost (below), but an empty or cut-off answer is refused.
+//   - Fit: whatever the model did, the content committed is at or under the budget. Fit lists
+//     what the change removed and, when the content is still over the budget, demotes whole
+//     entries (least recently confirmed first, per the file's blame) until it fits. Both go
+//     to the agent's archive (pkg/internal/archive) in the change's own transaction.
+package consolidate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/matememory/matememory/pkg/internal/archive"
+	"github.com/matememory/matememory/pkg/internal/blame"
+	"github.com/matememory/matememory/pkg/internal/llm"
+	"github.com/matememory/matememory/pkg/internal/memedit"
+	"github.com/matememory/matememory/pkg/internal/prompt"
+)
+
+// HighWater is the share of its budget past which a file is consolidated before the next
+// extraction adds to it.
+const HighWater = 0.9
+
+// Target is the share of the budget a consolidation aims for, leaving room for the days after.
+const Target = 0.7
+
+// Over reports whether tokens have passed the high-water mark of budget (a budget of 0 or
+// less means none).
+func Over(tokens, budget int) bool { return budget > 0 && float64(tokens) > HighWater*float64(budget) }
+
+// Request is one consolidation to ask for.
+type Request struct {
+	File     string // MEMORY.md or PROFILE.md
+	Content  string
+	Tokens   int // the content's tokens
+	Budget   int
+	Language string
+	Date     time.Time
+}
+
+// Answer is the model's consolidation.
+type Answer struct {
+	Reason  string
+	Content string // the new file
+	// Edits is how many edits the model sent (0 for a whole-file answer).
+	Edits     int
+	TokensIn  int
+	TokensOut int
+	Model     string
+}
+
+// ErrRefused is matched by a consolidation answer that cannot be used: empty, cut off, not
+// the expected JSON, or edits whose anchors do not hold.
+var ErrRefused = errors.New("consolidation refused")
+
+// Ask asks the model to fit the file to its budget and applies its answer.
+func Ask(ctx context.Context, client llm.Client, prompts *prompt.Loader, r Request) (Answer, error) {
+	vars := map[string]string{
+		"file": r.File, "content": r.Content, "date": r.Date.Format("2006-01-02"),
+		"budget_tokens": strconv.Itoa(r.Budget), "current_tokens": strconv.Itoa(r.Tokens),
+		"target_tokens": strconv.Itoa(int(Target * float64(r.Budget))),
+	}
+	system, err := prompts.Render(prompt.ConsolidateSystem, r.Language, vars)
+	if err != nil {
+		return Answer{}, err
+	}
+	user, err := prompts.Render(prompt.ConsolidateUser, r.Language, vars)
+	if err != nil {
+		return Answer{}, err
+	}
+	// The answer is at most the file again (a rewrite), with room for the JSON around it.
+	resp, err := client.Complete(ctx, llm.Request{JSON: true, MaxTokens: r.Tokens + r.Tokens/4 + 256,
+		Messages: []llm.Message{{Role: "system", Content: system}, {Role: "user", Content: user}}})
+	if err != nil {
+		return Answer{}, fmt.Errorf("consolidate %s: %w", r.File, err)
+	}
+	a, err := Parse(r.Content, resp.Content, resp.Truncated)
+	a.TokensIn, a.TokensOut, a.Model = resp.TokensIn, resp.TokensOut, resp.Model
+	return a, err
+}
+
+// Parse reads a consolidation answer and applies it to content.
+func Parse(content, answer string, truncated bool) (Answer, error) {
+	if truncated {
+		return Answer{}, fmt.Errorf("%w: the model stopped at its output token limit, so the answer is cut off", ErrRefused)
+	}
+	s := strings.TrimSpace(answer)
+	if i := strings.IndexByte(s, '{'); i >= 0 {
+		s = s[i:]
+	}
+	var raw struct {
+		Reason  string          `json:"reason"`
+		Content *string         `json:"content"`
+		Edits   json.RawMessage `json:"edits"`
+	}
+	if err := json.NewDecoder(strings.NewReader(s)).Decode(&raw); err != nil {
+		return Answer{}, fmt.Errorf("%w: the answer is not the expected JSON object: %v", ErrRefused, err)
+	}
+	a := Answer{Reason: raw.Reason}
+	switch {
+	case raw.Content != nil && len(raw.Edits) > 0 && string(raw.Edits) != "[]" && string(raw.Edits) != "null":
+		return Answer{}, fmt.Errorf("%w: the answer has both content and edits: send one", ErrRefused)
+	case raw.Content != nil:
+		a.Content = *raw.Content
+	default:
+		edits, err := memedit.Parse("edits", raw.Edits)
+		if err != nil {
+			return Answer{}, fmt.Errorf("%w: %v", ErrRefused, err)
+		}
+		if a.Content, err = memedit.Apply(content, edits); err != nil {
+			return Answer{}, fmt.Errorf("%w: %v", ErrRefused, err)
+		}
+		a.Edits = len(edits)
+	}
+	if strings.TrimSpace(a.Content) == "" {
+		return Answer{}, fmt.Errorf("%w: the new content is empty", ErrRefused)
+	}
+	return a, nil
+}
+
+// Fitted is what a change of a core file commits: the content and the archive's block.
+type Fitted struct {
+	Content string
+	// Removed are the entries the change itself dropped; Demoted those the service demoted
+	// to keep the budget.
+	Removed, Demoted []archive.Entry
+}
+
+// Archive renders the archive block of f for file, or "" when nothing left the file.
+func (f Fitted) Archive(file, reason, run string, at time.Time) string {
+	return archive.Render(f.Removed, file, reason, run, at) + sep(f.Removed, f.Demoted) +
+		archive.Render(f.Demoted, file, archive.ReasonDemotion, run, at)
+}
+
+func sep(a, b []archive.Entry) string {
+	if len(a) > 0 && len(b) > 0 {
+		return "\n"
+	}
+	return ""
+}
+
+// Fit takes a change of a core file from before to after and makes it fit. fits says
+// whether a content is within the budget; history gives the file's revisions up to before
+// (read only when something left the file or after does not fit: the blame that dates the
+// archived entries and orders the demotion); change is what produces after.
+func Fit(before, after string, fits func(string) bool, history func() []blame.Revision, change blame.Change) Fitted {
+	f := Fitted{Content: after, Removed: archive.Removed(before, after, nil)}
+	over := !fits(after)
+	if len(f.Removed) == 0 && !over {
+		return f
+	}
+	revs := history()
+	f.Removed = archive.Removed(before, after, blame.Annotate(revs))
+	if over {
+		lines := blame.Annotate(append(revs[:len(revs):len(revs)], blame.Revision{Content: after, Change: change}))
+		f.Content, f.Demoted = archive.Demote(after, lines, fits)
+	}
+	return f
+}
