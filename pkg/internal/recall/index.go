@@ -12,6 +12,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/matememory/matememory/pkg/internal/archive"
 	"github.com/matememory/matememory/pkg/internal/recall/chunk"
 	"github.com/matememory/matememory/pkg/internal/recall/embed"
 	"github.com/matememory/matememory/pkg/internal/recall/lexical"
@@ -310,10 +311,18 @@ func (i *Indexer) prepare(ctx context.Context, agentID int64, filename string, f
 	texts := make(map[string]string, len(chunks))
 	for k, c := range chunks {
 		text := c.Embeddable()
+		noteDate, noteDated := date, dated
+		if archive.IsArchive(filename) {
+			// An archive block is dated by its heading (when its entries were demoted): it
+			// decays like the daily notes of that day, not like an undated core file.
+			if d, ok := archive.DateOf(c.Heading, time.UTC); ok {
+				noteDate, noteDated = d, true
+			}
+		}
 		rows[k] = store.RecallChunk{AgentID: agentID, Filename: filename, Ordinal: c.Ordinal,
 			StartLine: c.StartLine, EndLine: c.EndLine, Heading: truncate(c.Heading, 500), Text: c.Text,
 			Terms: i.terms.get(c.Hash, text, i.an), Hash: c.Hash, FileVersion: f.Version,
-			NoteDate: date, Dated: dated}
+			NoteDate: noteDate, Dated: noteDated}
 		hashes[k] = c.Hash
 		texts[c.Hash] = text
 	}

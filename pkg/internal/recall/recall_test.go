@@ -473,3 +473,21 @@ func TestIdentifiersAndVersions(t *testing.T) {
 		}
 	}
 }
+
+// TestArchiveIsSearchedAndDated: an archive note (memory/archive/YYYY-MM.md) is found by
+// search, and each of its blocks is dated by its heading, not undated like a core file.
+func TestArchiveIsSearchedAndDated(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		r := newRig(t, db, false)
+		r.write(t, 1, "memory/archive/2026-05.md", "## 2026-05-03 10:00 · MEMORY.md · demotion · run r1\n\n- PO-55812 ships on 2026-06-20\n"+
+			"<!-- under Orders, MEMORY.md v4 -->\n\n## 2026-05-20 08:00 · MEMORY.md · consolidation · run r2\n\n- the supplier of part 7 is Acme\n")
+		res := r.search(t, 1, recall.Query{Text: "PO-55812"})
+		if len(res.Hits) == 0 || res.Hits[0].Filename != "memory/archive/2026-05.md" || !res.Hits[0].Dated || res.Hits[0].Date != "2026-05-03" {
+			t.Fatalf("PO-55812: %+v", res.Hits)
+		}
+		res = r.search(t, 1, recall.Query{Text: "supplier of part 7"})
+		if len(res.Hits) == 0 || res.Hits[0].Date != "2026-05-20" {
+			t.Fatalf("supplier: %+v", res.Hits)
+		}
+	})
+}
