@@ -26,7 +26,7 @@ type Model struct {
 const Section = "## Facts"
 
 var (
-	factLine   = regexp.MustCompile(`(?m)^(F-\d{6}): (.+)$`)
+	factLine   = regexp.MustCompile(`(?m)^\s*((F-\d{6}): .+)$`)
 	budgetLine = regexp.MustCompile(`\((\d+) tokens; budget (\d+)\)`)
 )
 
@@ -89,7 +89,7 @@ func (m Model) extract(user string) string {
 	}
 	n := 0
 	for _, f := range factLine.FindAllStringSubmatch(transcript, -1) {
-		id, text := f[1], "- "+f[0]
+		id, text := f[2], "- "+f[1]
 		n++
 		old := ""
 		for k, l := range lines {

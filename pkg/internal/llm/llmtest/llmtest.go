@@ -63,7 +63,12 @@ type Server struct {
 
 	mu       sync.Mutex
 	received []Received
+	forget   atomic.Bool
 }
+
+// Forget stops keeping the requests (Received then returns those seen before): a long
+// benchmark's prompts would otherwise all stay in memory.
+func (s *Server) Forget() { s.forget.Store(true) }
 
 // New starts a fake server answering with h; it stops at test cleanup.
 func New(t testing.TB, h func(Received) Reply) *Server {
@@ -134,9 +139,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		rec.Messages = append(rec.Messages, llm.Message{Role: m.Role, Content: content})
 	}
-	s.mu.Lock()
-	s.received = append(s.received, rec)
-	s.mu.Unlock()
+	if !s.forget.Load() {
+		s.mu.Lock()
+		s.received = append(s.received, rec)
+		s.mu.Unlock()
+	}
 	rep := s.handler.Load().(func(Received) Reply)(rec)
 	if rep.Hang {
 		<-r.Context().Done()
