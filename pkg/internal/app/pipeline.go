@@ -17,19 +17,19 @@ import (
 	"github.com/matememory/matememory/pkg/internal/ledger"
 	"github.com/matememory/matememory/pkg/internal/llm"
 	"github.com/matememory/matememory/pkg/internal/prompt"
+	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/summarizer"
 )
 
 // buildPipeline provisions the event pipeline (MATE_EVENTS, MATE_DLQ, the summarizer
-// durable, the cooldown and intent buckets), serves its routes on API processes, and starts
+// durable), serves its routes on API processes, and starts
 // the summarizer workers on summarizer processes (the all-in-one target included).
 func (a *App) buildPipeline(ctx context.Context) error {
 	if !a.Has(TargetAPI) && !a.Has(TargetSummarizer) {
 		return nil
 	}
 	set := summarizer.SettingsFrom(a.Cfg)
-	buckets, err := summarizer.Provision(ctx, a.JS, set)
-	if err != nil {
+	if err := summarizer.Provision(ctx, a.JS, set); err != nil {
 		return err
 	}
 	metrics := summarizer.NewMetrics(a.Registry)
@@ -60,7 +60,7 @@ func (a *App) buildPipeline(ctx context.Context) error {
 	}
 
 	if a.Has(TargetSummarizer) {
-		svc, err := a.newSummarizer(ctx, set, buckets, runs, metrics)
+		svc, err := a.newSummarizer(ctx, set, runs, metrics)
 		if err != nil {
 			return err
 		}
@@ -89,7 +89,7 @@ func (a *App) buildPipeline(ctx context.Context) error {
 }
 
 // newSummarizer builds the summarizer service as workers and the replay command use it.
-func (a *App) newSummarizer(ctx context.Context, set summarizer.Settings, buckets summarizer.Buckets, runs *ledger.Ledger, metrics *summarizer.Metrics) (*summarizer.Service, error) {
+func (a *App) newSummarizer(ctx context.Context, set summarizer.Settings, runs *ledger.Ledger, metrics *summarizer.Metrics) (*summarizer.Service, error) {
 	m := a.Cfg.Mate
 	// The per-agent lease bucket the emergence worker uses, with the same TTL.
 	leases, err := lease.Bucket(ctx, a.JS, bus.BucketLease, set.LeaseTTL, m.NATS.Replicas, owner("summarizer"))
@@ -99,8 +99,8 @@ func (a *App) newSummarizer(ctx context.Context, set summarizer.Settings, bucket
 	client := a.llmClient(llm.Config{BaseURL: m.LLM.BaseURL, APIKey: m.LLM.APIKey, Model: m.LLM.Model,
 		Timeout: config.Seconds(m.LLM.TimeoutSeconds), JSONMode: m.LLM.JSONMode})
 	return summarizer.New(summarizer.Deps{
-		DB: a.DB, Workspace: a.Workspace, Ledger: runs, Leases: leases,
-		Intents: buckets.Intents, LLM: client, Prompts: prompt.NewLoader(m.Prompts.Dir), Metrics: metrics,
+		Units: store.NewUnits(a.DB), Messages: a.Messages, Workspace: a.Workspace, Ledger: runs, Leases: leases,
+		LLM: client, Prompts: prompt.NewLoader(m.Prompts.Dir), Metrics: metrics,
 		Log: a.Log, Now: a.Now,
 	}, set), nil
 }
@@ -151,12 +151,11 @@ func replay(ctx context.Context, cfg config.Config, log *slog.Logger, args []str
 	}
 	defer a.Close()
 	set := summarizer.SettingsFrom(cfg)
-	buckets, err := summarizer.Provision(ctx, a.JS, set)
-	if err != nil {
+	if err := summarizer.Provision(ctx, a.JS, set); err != nil {
 		fmt.Fprintln(stderr, "replay:", err)
 		return 1
 	}
-	svc, err := a.newSummarizer(ctx, set, buckets, ledger.New(a.DB, a.Now), summarizer.NewMetrics(nil))
+	svc, err := a.newSummarizer(ctx, set, ledger.New(a.DB, a.Now), summarizer.NewMetrics(nil))
 	if err != nil {
 		fmt.Fprintln(stderr, "replay:", err)
 		return 1

@@ -31,7 +31,7 @@ type Token struct {
 
 func (t Token) String() string { return fmt.Sprintf("%d/%d", t.Epoch, t.Revision) }
 
-// Check raises agentID's fencing value to t inside tx, or returns ErrFenced (wrapped with
+// Check raises agentID's fencing value to t inside the unit of work, or returns ErrFenced (wrapped with
 // the stored value) when a newer token has written. Call it in the transaction of the
 // write it guards; on MySQL it also locks the agent's fence row until that transaction
 // ends, so fenced writers of one agent are serialized.
@@ -40,10 +40,11 @@ func (t Token) String() string { return fmt.Sprintf("%d/%d", t.Epoch, t.Revision
 // newer: an agent's first write inserts its row, later ones raise it. (An UPDATE first and
 // an INSERT when it matched nothing would take a gap lock on MySQL for a new agent, and two
 // new agents' first writes in one gap would deadlock.)
-func Check(tx *gorm.DB, agentID int64, t Token, now time.Time) error {
+func Check(unit *store.Tx, agentID int64, t Token, now time.Time) error {
 	rev := int64(t.Revision)
+	tx := unit.Join()
 	var res *gorm.DB
-	if tx.Dialector.Name() == "mysql" {
+	if unit.MySQL() {
 		// Assignments run left to right and see the columns already assigned: revision is
 		// decided on the stored values; epoch then sees the new revision, which only keeps
 		// the condition as it was; writes counts a raise (so a raise always changes the row).
@@ -84,8 +85,8 @@ type Holder interface {
 // TokenOf is h's token now (renewals raise the revision).
 func TokenOf(h Holder) Token { return Token{Epoch: h.Epoch(), Revision: h.Revision()} }
 
-// InTx fences the transaction it runs in with h's token at that moment; it fits
+// InTx fences the unit of work it runs in with h's token at that moment; it fits
 // workspace.Change.InTx.
-func InTx(h Holder, agentID int64) func(tx *gorm.DB) error {
-	return func(tx *gorm.DB) error { return Check(tx, agentID, TokenOf(h), time.Now().UTC()) }
+func InTx(h Holder, agentID int64) func(tx *store.Tx) error {
+	return func(tx *store.Tx) error { return Check(tx, agentID, TokenOf(h), time.Now().UTC()) }
 }

@@ -18,7 +18,7 @@ func TestCheckRefusesAnOlderToken(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db storetest.DB) {
 		now := time.Now().UTC()
 		check := func(agent int64, tok fence.Token) error {
-			return db.DB.Transaction(func(tx *gorm.DB) error { return fence.Check(tx, agent, tok, now) })
+			return db.DB.Transaction(func(tx *gorm.DB) error { return fence.Check(store.InTx(tx), agent, tok, now) })
 		}
 		// A first holder, then the same holder again (same revision, and after a renewal).
 		for _, tok := range []fence.Token{{Epoch: 5, Revision: 10}, {Epoch: 5, Revision: 10}, {Epoch: 5, Revision: 12}} {
@@ -34,7 +34,7 @@ func TestCheckRefusesAnOlderToken(t *testing.T) {
 			if err := tx.Create(&store.AppliedEffect{Key: "stale-write", CreateTime: now}).Error; err != nil {
 				return err
 			}
-			return fence.Check(tx, 1, fence.Token{Epoch: 5, Revision: 12}, now)
+			return fence.Check(store.InTx(tx), 1, fence.Token{Epoch: 5, Revision: 12}, now)
 		})
 		if !errors.Is(err, fence.ErrFenced) {
 			t.Fatalf("stale token: %v, want ErrFenced", err)
@@ -73,7 +73,7 @@ func TestFirstWritesOfNewAgentsDoNotCollide(t *testing.T) {
 				defer wg.Done()
 				<-start
 				errs <- db.DB.Transaction(func(tx *gorm.DB) error {
-					if err := fence.Check(tx, agent, fence.Token{Epoch: 7, Revision: uint64(agent)}, now); err != nil {
+					if err := fence.Check(store.InTx(tx), agent, fence.Token{Epoch: 7, Revision: uint64(agent)}, now); err != nil {
 						return err
 					}
 					time.Sleep(20 * time.Millisecond) // hold the locks while the others arrive

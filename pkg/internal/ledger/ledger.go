@@ -56,16 +56,18 @@ func New(db *gorm.DB, now func() time.Time) *Ledger {
 
 // Record stores r (assigning RunID and CreateTime when empty) and returns it.
 func (l *Ledger) Record(ctx context.Context, r Run) (Run, error) {
-	return l.RecordTx(l.db.WithContext(ctx), r)
+	return l.record(l.db.WithContext(ctx), r)
 }
 
 // insertRun writes a store.MemoryRun row.
 const insertRun = "INSERT INTO mate_memory_run (run_id, kind, agent_id, event_id, conversations, status, reason, model, " +
 	"provider, tokens_in, tokens_out, latency_ms, files_changed, attempt, create_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
-// RecordTx is Record inside tx, the transaction of the effects the run reports (so the row
+// RecordTx is Record inside tx, the unit of work of the effects the run reports (so the row
 // and the effects commit together, or neither does).
-func (l *Ledger) RecordTx(tx *gorm.DB, r Run) (Run, error) {
+func (l *Ledger) RecordTx(tx *store.Tx, r Run) (Run, error) { return l.record(tx.Join(), r) }
+
+func (l *Ledger) record(tx *gorm.DB, r Run) (Run, error) {
 	if r.RunID == "" {
 		r.RunID = uuid.NewString()
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"gorm.io/gorm"
 
 	"github.com/matememory/matememory/pkg/internal/lease"
 	"github.com/matememory/matememory/pkg/internal/ledger"
@@ -48,7 +47,7 @@ func (s *Service) waiterLive(st lease.State) bool {
 // when another delivery waits already, it is acknowledged into the coming extraction. Any
 // record write that loses a race leaves it a plain deferral.
 func (s *Service) wait(ctx context.Context, job Job, st lease.State, r Result) Result {
-	if job.Event == nil || job.Manual || st.Held(time.Now()) {
+	if !job.policy().Event || st.Held(time.Now()) {
 		return r
 	}
 	me := job.EventID
@@ -93,7 +92,7 @@ func (s *Service) stopWaiting(ctx context.Context, job Job, st lease.State, r Re
 
 // recordCoalesced writes, in the transaction of the extraction that covers them, the
 // ledger row of each event acknowledged into it.
-func (s *Service) recordCoalesced(tx *gorm.DB, agentID int64, a *attempt) error {
+func (s *Service) recordCoalesced(tx *store.Tx, agentID int64, a *attempt) error {
 	for _, c := range a.coalesced {
 		run := ledger.Run{RunID: uuid.NewString(), Kind: ledger.KindSummarize, AgentID: agentID, EventID: c.EventID,
 			Conversations: []string{c.ConversationID}, Status: store.RunCompleted, Attempt: 1,

@@ -2,6 +2,7 @@ package summarizer
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ func (h *harness) loseLease(agentID int64) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if err := kv.Delete(context.Background(), agentKey(agentID)); err != nil {
+	if err := kv.Delete(context.Background(), strconv.FormatInt(agentID, 10)); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -70,7 +71,7 @@ func TestLostLeaseCommitIsFencedOut(t *testing.T) {
 		// A's redelivery finds its conversation covered and writes nothing.
 		before := h.snapshot()
 		again := a.Handle(context.Background(), Job{EventID: "e7-1", AgentID: 7, ConversationID: "c1",
-			Event: completed(7, "c1", "e7-1", 4), Attempt: 2})
+			Event: completed(7, "c1", "e7-1", 4), Delivery: Delivery{Attempt: 2}})
 		if again.Status != store.RunCompleted || !again.Covered || h.snapshot() != before {
 			t.Fatalf("redelivery: %+v", again)
 		}
@@ -115,7 +116,7 @@ func TestOverlappingBatchCannotCommitTwice(t *testing.T) {
 			t.Fatalf("worker B's overlapping batch: %+v, want a retry", rb)
 		}
 		rb = b.Handle(context.Background(), Job{EventID: "e8-2", AgentID: 8, ConversationID: "c1",
-			Event: completed(8, "c1", "e8-2", 6), Attempt: 2})
+			Event: completed(8, "c1", "e8-2", 6), Delivery: Delivery{Attempt: 2}})
 		if rb.Status != store.RunCompleted || !rb.Covered {
 			t.Fatalf("worker B's retry: %+v", rb)
 		}

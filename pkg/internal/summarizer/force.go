@@ -2,7 +2,6 @@ package summarizer
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/matememory/matememory/pkg/internal/store"
 )
@@ -11,10 +10,10 @@ import (
 // a forced manual request whose conversation is extracted up to its last message, that
 // conversation's last transcript again (forcedBatch).
 func (s *Service) batchFor(ctx context.Context, job Job, last int64) (batch, error) {
-	if job.Manual && job.Force {
-		wm, err := s.watermark(ctx, job.AgentID, job.ConversationID)
+	if job.forced() {
+		wm, err := s.d.Messages.LastExtracted(ctx, job.AgentID, job.ConversationID)
 		if err != nil {
-			return batch{}, fmt.Errorf("read watermark of %s: %w", job.ConversationID, err)
+			return batch{}, err
 		}
 		if wm >= last {
 			b, err := s.forcedBatch(ctx, job.AgentID, job.ConversationID, last, s.set.Memory.MaxTranscriptMessages)
@@ -36,10 +35,9 @@ func (s *Service) forcedBatch(ctx context.Context, agentID int64, conv string, l
 	from, before := int64(0), last+1
 	done := false
 	for !done {
-		var rows []store.Message
-		if err := s.d.DB.WithContext(ctx).Where("agent_id = ? AND conversation_id = ? AND id < ?", agentID, conv, before).
-			Order("id DESC").Limit(pageSize).Find(&rows).Error; err != nil {
-			return b, fmt.Errorf("read messages of %s: %w", conv, err)
+		rows, err := s.d.Messages.Before(ctx, agentID, conv, before, pageSize)
+		if err != nil {
+			return b, err
 		}
 		for _, m := range rows {
 			if inTranscript(m) {

@@ -50,7 +50,6 @@ type harness struct {
 	msgs    *conversation.Store
 	ledger  *ledger.Ledger
 	set     Settings
-	buckets Buckets
 	llm     *llmtest.Server
 	llmCfg  llm.Config
 	pub     *eventpub.Publisher
@@ -128,7 +127,7 @@ func newHarness(t testing.TB, db storetest.DB, opts ...harnessOption) *harness {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	h.buckets, err = Provision(ctx, h.js, h.set)
+	err = Provision(ctx, h.js, h.set)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,14 +178,8 @@ func (h *harness) serviceConn(owner string) (*Service, *nats.Conn) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	// The service's buckets are bound on its own connection, so that its KV traffic can be
-	// counted there.
-	intents, err := js.KeyValue(context.Background(), bus.BucketIntent)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	d := Deps{DB: h.db.DB, Workspace: h.ws, Ledger: h.ledger, Leases: lm,
-		Intents: intents, Metrics: h.metrics, Log: quietLog(), Now: h.now}
+	d := Deps{Units: store.NewUnits(h.db.DB), Messages: conversation.New(h.db.DB), Workspace: h.ws, Ledger: h.ledger, Leases: lm,
+		Metrics: h.metrics, Log: quietLog(), Now: h.now}
 	if h.llmCfg.BaseURL != "" {
 		d.LLM = llm.NewOpenAI(h.llmCfg)
 	}

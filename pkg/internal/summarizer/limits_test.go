@@ -51,7 +51,7 @@ func TestStreamLimitsAndBucketTTLs(t *testing.T) {
 	for _, c := range []struct {
 		bucket string
 		want   time.Duration
-	}{{bus.BucketLease, lease.DefaultRetention}, {bus.BucketIntent, 28 * 24 * time.Hour}} {
+	}{{bus.BucketLease, lease.DefaultRetention}} {
 		kv, err := h.js.KeyValue(ctx, c.bucket)
 		if err != nil {
 			t.Fatal(err)
@@ -64,7 +64,7 @@ func TestStreamLimitsAndBucketTTLs(t *testing.T) {
 			t.Errorf("%s TTL %s, want %s", c.bucket, s.TTL(), c.want)
 		}
 	}
-	if lease.DefaultRetention <= h.set.Memory.CooldownMinutes.Duration() || IntentTTL(h.set) <= h.set.MaxAge {
+	if lease.DefaultRetention <= h.set.Memory.CooldownMinutes.Duration() {
 		t.Fatal("a TTL is shorter than what it must outlive")
 	}
 }

@@ -3,6 +3,7 @@ package summarizer
 import (
 	"context"
 	"fmt"
+	"github.com/matememory/matememory/pkg/internal/conversation"
 	"strings"
 	"time"
 
@@ -103,7 +104,7 @@ type PendingConversation struct {
 // PendingReader reads agents' pending work (API processes use it; it writes nothing).
 type PendingReader struct {
 	leases *lease.Manager
-	db     *gorm.DB
+	msgs   *conversation.Store
 	// sweepEvery is how often the workers' stranded sweep runs (named in the summary).
 	sweepEvery time.Duration
 	now        func() time.Time
@@ -112,7 +113,7 @@ type PendingReader struct {
 // NewPendingReader reads records from leases (the bus.BucketLease manager) and watermarks
 // from db; sweepEvery is the workers' Settings.SweepEvery.
 func NewPendingReader(leases *lease.Manager, db *gorm.DB, sweepEvery time.Duration) *PendingReader {
-	return &PendingReader{leases: leases, db: db, sweepEvery: sweepEvery, now: time.Now}
+	return &PendingReader{leases: leases, msgs: conversation.New(db), sweepEvery: sweepEvery, now: time.Now}
 }
 
 // Pending reads agentID's pending work. An agent never seen has none (nothing is created).
@@ -146,18 +147,7 @@ func (p *PendingReader) Pending(ctx context.Context, agentID int64) (Pending, er
 // conversations lists agentID's registered conversations with messages above their
 // watermark, oldest pending message first: what the agent's next extraction covers.
 func (p *PendingReader) conversations(ctx context.Context, agentID int64) ([]PendingConversation, bool, error) {
-	var rows []struct {
-		ConversationID string
-		Wm             int64
-		N              int64
-		First          int64
-		Last           int64
-	}
-	err := p.db.WithContext(ctx).Raw("SELECT w.conversation_id AS conversation_id, w.last_message_id AS wm, COUNT(*) AS n, MIN(m.id) AS first, MAX(m.id) AS last "+
-		"FROM mate_extraction_watermark AS w JOIN mate_message AS m "+
-		"ON m.agent_id = w.agent_id AND m.conversation_id = w.conversation_id AND m.id > w.last_message_id "+
-		"WHERE w.agent_id = ? GROUP BY w.conversation_id, w.last_message_id ORDER BY MIN(m.id) LIMIT ?",
-		agentID, MaxPendingConversations+1).Scan(&rows).Error
+	rows, err := p.msgs.PendingConversations(ctx, agentID, MaxPendingConversations+1)
 	if err != nil {
 		return nil, false, fmt.Errorf("read the pending conversations of agent %d: %w", agentID, err)
 	}
@@ -166,29 +156,9 @@ func (p *PendingReader) conversations(ctx context.Context, agentID int64) ([]Pen
 		rows = rows[:MaxPendingConversations]
 	}
 	out := make([]PendingConversation, len(rows))
-	if len(rows) == 0 {
-		return out, false, nil
-	}
-	// The first pending message's time, read by id: an aggregate over a time column comes
-	// back as text from SQLite.
-	ids := make([]int64, len(rows))
 	for i, r := range rows {
-		ids[i] = r.First
-	}
-	var firsts []struct {
-		ID         int64
-		CreateTime time.Time
-	}
-	if err := p.db.WithContext(ctx).Raw("SELECT id, create_time FROM mate_message WHERE id IN ?", ids).Scan(&firsts).Error; err != nil {
-		return nil, false, fmt.Errorf("read the pending conversations of agent %d: %w", agentID, err)
-	}
-	since := make(map[int64]time.Time, len(firsts))
-	for _, f := range firsts {
-		since[f.ID] = f.CreateTime
-	}
-	for i, r := range rows {
-		out[i] = PendingConversation{ConversationID: r.ConversationID, ExtractedThrough: r.Wm, Messages: r.N,
-			LastMessageID: r.Last, Since: since[r.First].UTC()}
+		out[i] = PendingConversation{ConversationID: r.ConversationID, ExtractedThrough: r.Extracted, Messages: r.Messages,
+			LastMessageID: r.Last, Since: r.Since}
 	}
 	return out, more, nil
 }

@@ -2,15 +2,11 @@ package summarizer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
 
-	"gorm.io/gorm"
-
 	"github.com/matememory/matememory/pkg/event"
-	"github.com/matememory/matememory/pkg/internal/store"
 )
 
 // preCheck is the spec's pre-check of an event, plus MateClaw's later gate on the turn's
@@ -87,15 +83,5 @@ func (s *Service) lastUserMessage(ctx context.Context, ev *event.ConversationCom
 			return ev.Messages[i].Content, true, nil
 		}
 	}
-	var row store.Message
-	err := s.d.DB.WithContext(ctx).Select("content").
-		Where("agent_id = ? AND conversation_id = ? AND role = ?", ev.AgentID, ev.ConversationID, "user").
-		Order("id DESC").Take(&row).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, fmt.Errorf("read the last user message of conversation %s: %w", ev.ConversationID, err)
-	}
-	return row.Content, true, nil
+	return s.d.Messages.LastUserMessage(ctx, ev.AgentID, ev.ConversationID)
 }

@@ -45,15 +45,6 @@ func EventsStreamConfig(set Settings) jetstream.StreamConfig {
 	return cfg
 }
 
-// IntentTTL is the intent bucket's TTL. An intent outlives its run only after a crash
-// between the daily append and the watermark update, and is recovered by the next lease of
-// that agent, at the latest when the crashed event is redelivered (within ack-wait ×
-// max-deliver) or replayed (within the stream's max age). Twice the stream's max age keeps
-// it for every such recovery; it never affects whether an event is processed.
-func IntentTTL(set Settings) time.Duration {
-	return max(2*set.MaxAge, 24*time.Hour)
-}
-
 // ConsumerConfig is the summarizer workers' durable pull consumer on MATE_EVENTS. All
 // workers fetch from the one durable, so each delivery goes to one worker; the durable
 // lives on the server and survives every worker restart.
@@ -73,42 +64,20 @@ func ConsumerConfig(set Settings) jetstream.ConsumerConfig {
 	}
 }
 
-// Buckets are the KV buckets the summarizer needs besides the lease bucket (which holds
-// each agent's lease and cooldown).
-type Buckets struct {
-	// Intents is read only, for agents an older version worked on last.
-	Intents jetstream.KeyValue
-}
-
 // Provision creates or updates, idempotently, everything the pipeline needs on JetStream:
-// MATE_EVENTS, MATE_DLQ, the summarizer durable, and the intent bucket (read only). The
-// API runs it too (it publishes onto MATE_EVENTS).
-func Provision(ctx context.Context, js jetstream.JetStream, set Settings) (Buckets, error) {
+// MATE_EVENTS, MATE_DLQ and the summarizer durable. The API runs it too (it publishes onto
+// MATE_EVENTS). (The intent bucket, mate_summarize_intent, of the versions before the
+// fenced commit is no longer created or read.)
+func Provision(ctx context.Context, js jetstream.JetStream, set Settings) error {
 	if event.Stream != bus.StreamEvents || event.SubjectCompleted != bus.SubjectCompleted || event.SubjectSummarize != bus.SubjectSummarize {
-		return Buckets{}, fmt.Errorf("pkg/event and pkg/internal/bus disagree on stream or subject names")
+		return fmt.Errorf("pkg/event and pkg/internal/bus disagree on stream or subject names")
 	}
 	if _, err := bus.EnsureStream(ctx, js, EventsStreamConfig(set)); err != nil {
-		return Buckets{}, err
+		return err
 	}
 	if _, err := bus.EnsureStream(ctx, js, bus.DLQStreamConfig(set.Replicas, set.MaxAge)); err != nil {
-		return Buckets{}, err
+		return err
 	}
-	if _, err := bus.EnsureConsumer(ctx, js, bus.StreamEvents, ConsumerConfig(set)); err != nil {
-		return Buckets{}, err
-	}
-	var b Buckets
-	var err error
-	kv := func(name, desc string, ttl time.Duration) jetstream.KeyValue {
-		if err != nil {
-			return nil
-		}
-		var k jetstream.KeyValue
-		k, err = bus.EnsureKeyValue(ctx, js, jetstream.KeyValueConfig{
-			Bucket: name, Description: desc, History: 1, Replicas: max(set.Replicas, 1), Storage: jetstream.FileStorage,
-			TTL: ttl,
-		})
-		return k
-	}
-	b.Intents = kv(bus.BucketIntent, "MateMemory: per agent, the message ranges of a daily entry being appended", IntentTTL(set))
-	return b, err
+	_, err := bus.EnsureConsumer(ctx, js, bus.StreamEvents, ConsumerConfig(set))
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/matememory/matememory/pkg/internal/llm/llmtest"
 	"github.com/matememory/matememory/pkg/internal/store"
@@ -40,7 +41,7 @@ func TestExtractionRegistersInItsCommit(t *testing.T) {
 			stale  bool
 		}{
 			{agent: 1},
-			{agent: 2, before: func(agent int64) error { return svc.register(ctx, agent, "c1") }},
+			{agent: 2, before: func(agent int64) error { return svc.d.Messages.Register(ctx, agent, "c1", time.Now()) }},
 			{agent: 3, stale: true, before: func(agent int64) error {
 				return h.db.DB.Create(&store.ExtractionWatermark{AgentID: agent, ConversationID: "c1", LastMessageID: 1 << 40}).Error
 			}},

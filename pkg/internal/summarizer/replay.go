@@ -167,7 +167,7 @@ func (s *Service) replayOne(ctx context.Context, msg jetstream.Msg, dryRun bool)
 	if err != nil {
 		return "invalid", err.Error()
 	}
-	job.Replay, job.Urgent = true, true
+	job = job.replayed()
 	if dryRun {
 		return s.Plan(ctx, job)
 	}
@@ -191,7 +191,7 @@ func (s *Service) replayOne(ctx context.Context, msg jetstream.Msg, dryRun bool)
 
 // Plan says what Handle would do with job, without writing anything.
 func (s *Service) Plan(ctx context.Context, job Job) (status, reason string) {
-	if !job.Manual && job.Event != nil {
+	if job.policy().Event {
 		r, skip, err := s.preCheck(ctx, job.Event)
 		if err != nil {
 			return store.RunFailed, err.Error()
@@ -200,10 +200,11 @@ func (s *Service) Plan(ctx context.Context, job Job) (status, reason string) {
 			return store.RunSkipped, r
 		}
 	}
-	count, last, wm, _, _, err := s.convStats(ctx, job.AgentID, job.ConversationID)
+	p, err := s.d.Messages.Progress(ctx, job.AgentID, job.ConversationID)
 	if err != nil {
 		return store.RunFailed, err.Error()
 	}
+	count, last, wm := p.Count, p.Last, p.Extracted
 	stored := count
 	if job.Event != nil && len(job.Event.Messages) > 0 {
 		stored += int64(len(job.Event.Messages)) // an upper bound: they may be stored already
@@ -213,7 +214,7 @@ func (s *Service) Plan(ctx context.Context, job Job) (status, reason string) {
 	}
 	if wm >= last && last > 0 {
 		status := store.RunCompleted
-		if job.Manual {
+		if !job.policy().Event {
 			status = store.RunSkipped
 		}
 		return status, fmt.Sprintf("covered: conversation %s is extracted up to message #%d; nothing would change", job.ConversationID, wm)

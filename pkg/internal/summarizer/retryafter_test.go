@@ -30,7 +30,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 	// A longer wait than the cap is capped.
 	retryAfter.Store("600")
 	res = svc.Handle(context.Background(), Job{EventID: "e11", AgentID: 11, ConversationID: "c1",
-		Event: completed(11, "c1", "e11", 4), Attempt: 2})
+		Event: completed(11, "c1", "e11", 4), Delivery: Delivery{Attempt: 2}})
 	if !res.Retry || res.Delay != 10*time.Second {
 		t.Fatalf("429 with Retry-After 600: %+v, want the 10s cap", res)
 	}

@@ -97,7 +97,7 @@ func TestLegacyMessagesKey(t *testing.T) {
 			return e
 		}
 		for _, agent := range []int64{1, 2} {
-			if err := s.ingest(ctx, ev(agent)); err != nil {
+			if err := s.d.Messages.Ingest(ctx, ev(agent), s.d.Now()); err != nil {
 				t.Fatal(err)
 			}
 		}

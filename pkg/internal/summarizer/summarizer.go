@@ -14,7 +14,6 @@ package summarizer
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -23,10 +22,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go/jetstream"
-	"gorm.io/gorm"
+	"github.com/matememory/matememory/pkg/internal/conversation"
 
-	"github.com/matememory/matememory/pkg/event"
 	"github.com/matememory/matememory/pkg/internal/config"
 	"github.com/matememory/matememory/pkg/internal/guard"
 	"github.com/matememory/matememory/pkg/internal/lease"
@@ -121,13 +118,14 @@ func SettingsFrom(cfg config.Config) Settings {
 
 // Deps are the services the summarizer uses.
 type Deps struct {
-	DB        *gorm.DB
+	// Units opens the unit of work an extraction commits in.
+	Units *store.Units
+	// Messages are the conversations' messages and their extraction watermarks.
+	Messages  *conversation.Store
 	Workspace *workspace.Service
 	Ledger    *ledger.Ledger
 	// Leases is the per-agent record (lease and cooldown) in bus.BucketLease.
 	Leases *lease.Manager
-	// Intents is bus.BucketIntent, read only for agents an older version worked on last.
-	Intents jetstream.KeyValue
 	// LLM is nil when none is configured: the offline provider is used.
 	LLM     llm.Client
 	Prompts *prompt.Loader
@@ -180,54 +178,6 @@ func New(d Deps, set Settings) *Service {
 
 // Settings returns the service's settings.
 func (s *Service) Settings() Settings { return s.set }
-
-// Job is one delivery to handle: an event or a manual request.
-type Job struct {
-	// EventID is the event id or the manual request id.
-	EventID        string
-	AgentID        int64
-	ConversationID string
-	// Event is the completed event (nil for a manual request).
-	Event *event.ConversationCompletedEvent
-	// Manual is a summarize request rather than an event: the event pre-checks do not
-	// apply (the stored-message minimum does).
-	Manual bool
-	// Urgent means someone waits for the outcome (the manual summarize endpoint, an
-	// operator replay): the cooldown does not apply, a held lease is retried soon, and the
-	// conversation is extracted completely. A request without a reply subject (the context
-	// window's flush when it evicts unextracted messages) is not urgent: it honours the
-	// cooldown and is coalesced like an event.
-	Urgent bool
-	// Replay is an operator replay (recorded as such in the ledger).
-	Replay bool
-	// Settle, when set, may be called once with the outcome as soon as it is final and
-	// recorded, while the agent's lease is still being released (when the outcome does not
-	// depend on that release); Handle returns the same outcome after the release is done.
-	// The worker acknowledges the delivery there, so that the ack and the release overlap;
-	// when Settle was not called, it settles with what Handle returns.
-	Settle func(Result)
-	// Force (manual requests) re-extracts a conversation already extracted up to its end:
-	// its last transcript's worth of messages, with the same effect key for the same range.
-	Force bool
-	// Sweep is a request of the stranded sweep (sweep.go): it runs like an event's extraction,
-	// and a failure is not retried or dead-lettered (the next sweep tries again).
-	Sweep bool
-	// Attempt is the delivery number (1 for the first); LastAttempt is true when no
-	// redelivery will follow, so a result that wants a retry is dead-lettered instead.
-	Attempt     int
-	LastAttempt bool
-}
-
-// JobFromEvent builds the job of a completed event.
-func JobFromEvent(e *event.ConversationCompletedEvent) Job {
-	return Job{EventID: e.EventID, AgentID: e.AgentID, ConversationID: e.ConversationID, Event: e, Attempt: 1}
-}
-
-// JobFromRequest builds the job of a manual summarize request.
-func JobFromRequest(r *event.SummarizeRequest) Job {
-	return Job{EventID: r.RequestID, AgentID: r.AgentID, ConversationID: r.ConversationID, Manual: true,
-		Urgent: r.ReplyTo != "", Force: r.Force, Sweep: r.Reason == sweepReason && r.ReplyTo == "", Attempt: 1}
-}
 
 // Result is what became of a job; the worker maps it to ack, NAK with Delay, or dead letter.
 type Result struct {
@@ -343,7 +293,7 @@ func (s *Service) Handle(parent context.Context, job Job) Result {
 			// Dead-lettered before its conversation was registered: registered now, the
 			// agent's next extraction covers it even if nobody retries the dead letter.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.set.DBTimeout)
-			if err := s.register(rctx, job.AgentID, job.ConversationID); err != nil {
+			if err := s.d.Messages.Register(rctx, job.AgentID, job.ConversationID, s.d.Now()); err != nil {
 				s.d.Log.Error("register the conversation of a dead-lettered job", "agent", job.AgentID, "event", job.EventID, "err", err)
 			}
 			cancel()
@@ -382,7 +332,7 @@ func cheapDeferral(res Result) bool {
 
 // settle turns what handling a job gave into its outcome, and fills the ledger row with it.
 func (s *Service) settle(job Job, a *attempt, res Result) Result {
-	if job.Sweep && res.Retry && res.Status == store.RunFailed {
+	if !job.policy().Retried && res.Retry && res.Status == store.RunFailed {
 		// The coalesced events stay listed in the agent's record: the next sweep tries again,
 		// and a long outage does not fill the dead-letter queue with sweeps.
 		res.Retry, res.Delay = false, 0
@@ -392,7 +342,7 @@ func (s *Service) settle(job Job, a *attempt, res Result) Result {
 		res = Result{Status: store.RunFailed, DeadLetter: true, FilesChanged: res.FilesChanged, Covered: res.Covered,
 			Reason: fmt.Sprintf("gave up after %d deliveries: %s", job.Attempt, res.Reason)}
 	}
-	if job.Replay {
+	if job.policy().Replay {
 		res.Reason = "replay: " + res.Reason
 	}
 	// The reason may quote the model, which may quote the user: secrets are masked before
@@ -418,175 +368,34 @@ func (s *Service) settle(job Job, a *attempt, res Result) Result {
 // chat service stores them concurrently) is deferred before it is skipped as too short.
 const waitForMessages = 3
 
-func (s *Service) handle(ctx context.Context, job Job, a *attempt) (res Result) {
-	var early *lease.State // the agent's record, when a redelivery read it already
-	if !job.Urgent && job.Attempt > 1 {
-		// A redelivery, most often of an event deferred for the cooldown: the first delivery
-		// stored its messages and registered its conversation, so while the cooldown runs it
-		// waits again at the cost of one KV read, no SQL. (Had that delivery failed before
-		// registering, waiting once more still drops nothing: it registers after the cooldown.)
-		if st, err := s.d.Leases.Read(ctx, job.AgentID); err == nil {
-			if r, wait := s.cooldownResult(job.AgentID, st.CooldownUntil); wait {
-				return r
-			}
-			early = &st
-		}
-	}
-	ev := job.Event
-	if ev != nil && len(ev.Messages) > 0 {
-		if err := s.ingest(ctx, ev); err != nil {
-			if errors.Is(err, store.ErrErased) {
-				return erasedResult()
-			}
-			return transient(fmt.Sprintf("store the event's inline messages: %v", err), job.Attempt, s)
-		}
-	}
-	if !job.Manual && ev != nil {
-		reason, skip, err := s.preCheck(ctx, ev)
-		if err != nil {
-			return transient(err.Error(), job.Attempt, s)
-		}
-		if skip {
-			return Result{Status: store.RunSkipped, Reason: reason, Covered: true}
-		}
-	}
-	// One read of the agent's record says whether its cooldown runs, whether its lease is
-	// held and who waits for the cooldown; the lease is taken from exactly that revision, so
-	// all that still holds when it is. It is read while the conversation is counted.
-	recc := make(chan stateRead, 1)
-	if early != nil {
-		recc <- stateRead{st: *early}
-	} else {
-		go func() {
-			st, err := s.d.Leases.Read(ctx, job.AgentID)
-			recc <- stateRead{st, err}
-		}()
-	}
-	count, last, wm, registered, erased, err := s.convStats(ctx, job.AgentID, job.ConversationID)
-	if err != nil {
-		return transient(fmt.Sprintf("count messages of conversation %s: %v", job.ConversationID, err), job.Attempt, s)
-	}
-	if ev != nil && erased != nil && !ev.OccurredAt.After(*erased) {
-		// An event from before the agent's erasure (in flight, delayed, redelivered or
-		// replayed) brings nothing back: acknowledged, nothing stored, no ledger row. (Its
-		// inline messages were refused by the same check in ingest's transaction.)
-		return erasedResult()
-	}
+// tooFew ends a job whose conversation has fewer stored messages than an extraction needs:
+// skipped, or, for an event that reports enough of them, deferred while they are stored.
+func (s *Service) tooFew(job Job, count int64) (Result, bool) {
 	min := int64(s.set.Memory.MinMessagesForSummarize)
-	if count < min || count == 0 {
-		if !job.Manual && ev != nil && int64(ev.MessageCount) >= min && ev.MessageCount > 0 && job.Attempt < waitForMessages {
-			return deferred("messages", fmt.Sprintf("the event reports %d messages but %d are stored yet; waiting for them", ev.MessageCount, count),
-				s.backoff(job.Attempt))
-		}
-		return Result{Status: store.RunSkipped, Covered: true,
-			Reason: fmt.Sprintf("conversation %s has %d stored messages; min-messages-for-summarize is %d", job.ConversationID, count, min)}
+	if count >= min && count > 0 {
+		return Result{}, false
 	}
-	// Registering the conversation (a watermark row) is what lets any later extraction of the
-	// agent cover it: a deferred event's messages are swept up by the next extraction,
-	// whichever event runs it. A job that extracts registers it in its commit; one that ends
-	// otherwise registers it before it goes (and a dead-lettered one in Handle).
-	a.conv = true
-	a.registered = registered
-	register := func() error {
-		if a.registered {
-			return nil
-		}
-		if err := s.register(ctx, job.AgentID, job.ConversationID); err != nil {
-			return fmt.Errorf("register conversation %s: %w", job.ConversationID, err)
-		}
-		a.registered = true
+	if ev := job.Event; job.policy().Event && int64(ev.MessageCount) >= min && ev.MessageCount > 0 && job.Attempt < waitForMessages {
+		return deferred("messages", fmt.Sprintf("the event reports %d messages but %d are stored yet; waiting for them", ev.MessageCount, count),
+			s.backoff(job.Attempt)), true
+	}
+	return Result{Status: store.RunSkipped, Covered: true,
+		Reason: fmt.Sprintf("conversation %s has %d stored messages; min-messages-for-summarize is %d", job.ConversationID, count, min)}, true
+}
+
+// registerOnce registers the job's conversation (a watermark row at message 0) for a job
+// that ends without extracting (it waits for the cooldown, is coalesced, or finds the lease
+// held), so that the agent's next extraction covers it; an extraction registers the
+// conversation it extracts in its own commit instead.
+func (s *Service) registerOnce(ctx context.Context, job Job, a *attempt) error {
+	if a.registered {
 		return nil
 	}
-	rec := <-recc
-	if rec.err != nil {
-		return transient(rec.err.Error(), job.Attempt, s)
+	if err := s.d.Messages.Register(ctx, job.AgentID, job.ConversationID, s.d.Now()); err != nil {
+		return fmt.Errorf("register conversation %s: %w", job.ConversationID, err)
 	}
-	st := rec.st
-	a.waiter = job.Event != nil && !job.Manual && st.Waiter == job.EventID
-	if a.waiter {
-		a.behind = len(st.Coalesced)
-	}
-	// Events acknowledged into the agent's next extraction are swept up by their waiter, or
-	// by any job once the waiter is overdue.
-	sweep := len(st.Coalesced) > 0 && (a.waiter || !s.waiterLive(st))
-	if r, done := s.coveredResult(job, wm, last); done && !sweep {
-		if a.waiter {
-			return s.stopWaiting(ctx, job, st, r)
-		}
-		return r
-	}
-	if !job.Urgent {
-		if r, wait := s.cooldownResult(job.AgentID, st.CooldownUntil); wait {
-			if err := register(); err != nil {
-				return transient(err.Error(), job.Attempt, s)
-			}
-			return s.wait(ctx, job, st, r)
-		}
-	}
-	// The agent is read once per job, and only for an extraction: its language and time
-	// zone serve it (the first sight of an agent seeds its files here). It is read while the
-	// lease's write is on its way (an fsync on the server).
-	agentc := make(chan agentRead, 1)
-	go func() {
-		agent, err := s.d.Workspace.EnsureAgent(ctx, job.AgentID)
-		agentc <- agentRead{agent, err}
-	}()
-	l, err := s.d.Leases.AcquireFrom(ctx, job.AgentID, "summarize", st)
-	if errors.Is(err, lease.ErrHeld) {
-		s.d.Metrics.Contention.Inc()
-		if err := register(); err != nil {
-			return transient(err.Error(), job.Attempt, s)
-		}
-		return deferred("lease", err.Error(), s.leaseDelay(job))
-	}
-	if err != nil {
-		return transient(err.Error(), job.Attempt, s)
-	}
-	a.coalesced = l.Record().Coalesced
-	defer func() {
-		if a.waiter || job.Settle == nil {
-			s.release(ctx, l, job, a, &res)
-			return
-		}
-		// The outcome does not depend on the release: the caller may settle the delivery
-		// while the release is on its way (Handle waits for it before it returns).
-		a.releasing = make(chan struct{})
-		go func() {
-			defer close(a.releasing)
-			s.release(ctx, l, job, a, nil)
-		}()
-	}()
-	ag := <-agentc
-	if ag.err != nil {
-		return transient(fmt.Sprintf("load agent %d: %v", job.AgentID, ag.err), job.Attempt, s)
-	}
-	agent := ag.agent
-	wctx, cancel := context.WithCancelCause(l.Context())
-	defer cancel(nil)
-	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
-	defer stop()
-
-	if st.Legacy {
-		// Only an older version, which kept intents in KV, can have left one for this agent:
-		// it never wrote the records this version writes.
-		if err := s.recoverIntent(wctx, job.AgentID); err != nil {
-			return s.workErr(wctx, l, job, "recover an interrupted extraction", err)
-		}
-	}
-	// Whatever was committed between the reads above and the lease shows in the batch, which
-	// is read under the lease: covered meanwhile, it is empty.
-	for round := 0; ; round++ {
-		final := !job.Urgent || round+1 >= maxManualRounds
-		res = s.extract(wctx, l, job, a, agent, last, st.CooldownUntil, final)
-		if res.Retry || res.DeadLetter || res.Covered || final {
-			break
-		}
-		// An urgent request extracts its conversation completely, one transcript budget at a time.
-	}
-	if job.Force && !a.recorded {
-		res.Reason = "force: " + res.Reason
-	}
-	return res
+	a.registered = true
+	return nil
 }
 
 // stateRead is an agent's record read concurrently with other work.
@@ -645,10 +454,10 @@ const maxManualRounds = 20
 // coveredResult says whether job is done with, its conversation being extracted up to
 // wm already (last is its last message).
 func (s *Service) coveredResult(job Job, wm, last int64) (Result, bool) {
-	if wm < last || job.Manual && job.Force {
+	if wm < last || job.forced() {
 		return Result{}, false
 	}
-	if job.Manual {
+	if !job.policy().Event {
 		return Result{Status: store.RunSkipped, Covered: true,
 			Reason: fmt.Sprintf("conversation %s is already extracted up to its last message (#%d); nothing new", job.ConversationID, wm)}, true
 	}
@@ -658,7 +467,7 @@ func (s *Service) coveredResult(job Job, wm, last int64) (Result, bool) {
 
 func (s *Service) leaseDelay(job Job) time.Duration {
 	d := s.backoff(job.Attempt)
-	if job.Urgent {
+	if job.policy().Urgent {
 		return min(d, 2*time.Second)
 	}
 	// The holder, if a summarizer, sets a cooldown when it finishes: waiting about a
@@ -693,148 +502,6 @@ func (e *stepError) Unwrap() error { return e.err }
 // maxConflictRounds bounds the re-reads (and LLM re-runs) after a tool edit landed on
 // PROFILE.md or MEMORY.md during an extraction.
 const maxConflictRounds = 3
-
-// extract runs one extraction over the agent's pending messages (the job's conversation
-// first), under the lease.
-func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, a *attempt, agent store.Agent, last int64, cooldown time.Time, final bool) Result {
-	agentID := job.AgentID
-	run := &a.run
-	now := s.d.Now()
-	date := now.In(agentLocation(agent)).Format("2006-01-02")
-	daily := "memory/" + date + ".md"
-
-	// The memory files are read while the pending messages are.
-	names := []string{ProfileFile, MemoryFile, daily}
-	filesc := make(chan filesRead, 1)
-	go func() {
-		files, err := s.d.Workspace.GetMany(ctx, agentID, names)
-		filesc <- filesRead{files, err}
-	}()
-	b, err := s.batchFor(ctx, job, last)
-	if err != nil {
-		return s.workErr(ctx, l, job, "read pending messages", err)
-	}
-	run.Conversations = b.conversations()
-	if len(b.spans) == 0 {
-		res := Result{Status: store.RunCompleted, Covered: true, Reason: "nothing pending (covered meanwhile)"}
-		if len(a.coalesced) > 0 {
-			// The coalesced events' conversations are covered: their ledger rows are written.
-			res, _ = s.commitRun(ctx, l, job, a, b, last, final, cooldown, res, dailyEntry{})
-		}
-		return res
-	}
-	if len(b.msgs) == 0 {
-		res, _ := s.commitRun(ctx, l, job, a, b, last, final, cooldown, Result{Status: store.RunSkipped,
-			Reason: fmt.Sprintf("no user or assistant messages with content among %d new messages (tool and system messages, and blank messages, are not extracted)", b.scanned)},
-			dailyEntry{})
-		return res
-	}
-
-	prov := s.provider()
-	for round := 0; ; round++ {
-		var cur map[string]workspace.File
-		if round == 0 {
-			fr := <-filesc
-			cur, err = fr.files, fr.err
-		} else {
-			cur, err = s.d.Workspace.GetMany(ctx, agentID, names)
-		}
-		if err != nil {
-			return s.workErr(ctx, l, job, "read memory files", err)
-		}
-		dailyBase := cur[daily]
-		out, err := prov.extract(ctx, extractInput{
-			Language: agent.Language, Date: date, Profile: cur[ProfileFile].Content, Memory: cur[MemoryFile].Content,
-			Daily: cur[daily].Content, Messages: b.msgs, Conversations: len(b.spans),
-		})
-		run.Provider, run.Model = out.Provider, out.Model
-		run.TokensIn += out.TokensIn
-		run.TokensOut += out.TokensOut
-		if err != nil {
-			var se *stepError
-			if errors.As(err, &se) && !se.transient && !l.Lost() && ctx.Err() == nil {
-				return permanent(err.Error())
-			}
-			res := s.workErr(ctx, l, job, "extract", err)
-			if ra, ok := llm.RetryAfter(err); ok && res.Retry {
-				// A rate-limited provider said when to come back: not sooner (within the cap).
-				res.Delay = max(res.Delay, min(ra, s.set.BackoffMax))
-				res.Reason += fmt.Sprintf(" (the endpoint asked to retry after %s)", ra)
-			}
-			return res
-		}
-		var writes []coreWrite
-		var refusals []refusal
-		if out.ShouldUpdate {
-			writes, refusals = s.planCoreWrites(out, cur)
-		}
-
-		entry := ""
-		if out.ShouldUpdate {
-			entry = strings.TrimSpace(guard.Redact(out.DailyEntry))
-		}
-		if s.hookBeforeCommit != nil {
-			if err := s.hookBeforeCommit(); err != nil {
-				return s.workErr(ctx, l, job, "before the commit", err)
-			}
-		}
-		var next time.Time
-		cooldownRun := cooldown
-		if cd := s.set.Memory.CooldownMinutes.Duration(); out.Provider == ProviderLLM && cd > 0 {
-			next = time.Now().Add(cd).UTC()
-			cooldownRun = next
-		}
-
-		var files []string
-		for _, w := range writes {
-			files = append(files, w.name)
-		}
-		res := Result{Status: store.RunCompleted, FilesChanged: files}
-		summary := fmt.Sprintf("extracted %d messages from %d conversations with the %s provider", len(b.msgs), len(b.spans), out.Provider)
-		switch {
-		case !out.ShouldUpdate:
-			res.Status = store.RunSkipped
-			res.Reason = "the model found nothing worth remembering: " + out.Reason
-		case len(refusals) > 0:
-			res.Status = store.RunRefused
-			reasons := make([]string, len(refusals))
-			for i, r := range refusals {
-				reasons[i] = r.reason
-			}
-			res.Reason = summary + "; refused: " + strings.Join(reasons, "; ")
-		default:
-			res.Reason = summary
-			if out.Reason != "" {
-				res.Reason += ": " + out.Reason
-			}
-		}
-		res, committed := s.commitRun(ctx, l, job, a, b, last, final, cooldownRun, res,
-			dailyEntry{text: entry, file: daily, date: date, base: dailyBase, core: writes})
-		if res.conflict {
-			// A tool or API edit of PROFILE.md or MEMORY.md landed during the call: nothing of
-			// this extraction was committed; ask again with the files as they are now.
-			if round+1 >= maxConflictRounds {
-				return transient(fmt.Sprintf("PROFILE.md or MEMORY.md changed during each of %d extractions; retrying later", maxConflictRounds), job.Attempt, s)
-			}
-			s.d.Log.Info("memory file changed during extraction; re-reading and extracting again", "agent", agentID, "round", round+1)
-			continue
-		}
-		if committed {
-			for _, w := range writes {
-				s.d.Metrics.CoreChanges.WithLabelValues(w.name, w.form, "written").Inc()
-			}
-			for _, r := range refusals {
-				s.d.Metrics.CoreChanges.WithLabelValues(r.name, r.form, "refused").Inc()
-			}
-		}
-		if committed && !next.IsZero() {
-			// Committed: the agent's next LLM extraction waits for the cooldown, written into its
-			// record as the lease is released.
-			a.cooldown, a.cooldownRun = next, run.RunID
-		}
-		return res
-	}
-}
 
 // refusal is a core file's change that is not written, and why.
 type refusal struct{ name, form, reason string }
@@ -907,127 +574,6 @@ func (s *Service) planCoreWrites(out extractOutput, cur map[string]workspace.Fil
 		writes = append(writes, coreWrite{name: f.name, text: text, expect: expect, form: form})
 	}
 	return writes, refusals
-}
-
-// dailyEntry is what an extraction appends to the day's note (nothing when text is empty).
-type dailyEntry struct {
-	text, file, date string
-	// base is the note as the extraction read it (version 0: none yet); the append starts
-	// from it rather than reading the note again in the commit.
-	base workspace.File
-	// core is PROFILE.md and MEMORY.md as the extraction changes them, written in the same
-	// transaction against the versions read (a conflict rolls the whole commit back).
-	core []coreWrite
-}
-
-// errCoreConflict: a core file changed since the extraction read it; nothing was committed.
-var errCoreConflict = errors.New("a memory file changed during the extraction")
-
-// commitRun commits an extraction in one transaction: it appends the daily entry (once per
-// message range: its effect key), moves the watermarks from exactly where the batch started,
-// raises the agent's fencing value to this lease's token, and, when this extraction is the
-// job's outcome (final, or covering its conversation), writes the job's ledger row. A holder
-// that lost its lease, or a batch overlapping one applied meanwhile, fails as a whole. It
-// reports whether the extraction committed.
-func (s *Service) commitRun(_ context.Context, l *lease.Lease, job Job, a *attempt, b batch, last int64, final bool,
-	cooldown time.Time, res Result, entry dailyEntry) (Result, bool) {
-	agentID := job.AgentID
-	res.Covered = b.covers(job.ConversationID, last)
-	// A batch that left none of the agent's pending messages out covers the coalesced events.
-	sweep := len(a.coalesced) > 0 && !b.partial
-	if a.waiter && len(a.coalesced) > 0 && b.partial {
-		// The waiter stays until the coalesced events are covered too.
-		res.Covered = false
-	}
-	if !res.Covered && !job.Urgent {
-		// The conversation had more new messages than one transcript holds: the rest goes
-		// into the next extraction after the cooldown.
-		res.Retry, res.Deferral = true, "backlog"
-		res.Delay = max(time.Until(cooldown), 0) + jitter(minDeferral)
-		res.Reason += "; more messages of this conversation remain, deferred to the next extraction"
-	}
-	record := final || res.Covered || res.Retry
-	if record && job.Force {
-		res.Reason = "force: " + res.Reason
-	}
-	// What the model answered is committed even when the worker is stopping (the caller's
-	// context is not used), so that a graceful stop never throws away an LLM call's work.
-	// Only a lost lease stops it.
-	ctx, cancel := context.WithTimeout(l.Context(), s.set.DBTimeout)
-	defer cancel()
-	// The core files the transaction wrote (the last attempt's), announced after it commits.
-	var written []workspace.File
-	// The outcome, and so the ledger row, is settled before the transaction that records it.
-	inTx := func(out *Result) func(tx *gorm.DB) error {
-		if record {
-			*out = s.settle(job, a, *out)
-		}
-		return func(tx *gorm.DB) error {
-			if err := s.commitTx(tx, l, agentID, b.spans); err != nil {
-				return err
-			}
-			written = written[:0]
-			for _, w := range entry.core {
-				f, _, err := s.d.Workspace.WriteTx(tx, agentID, w.name, w.text, w.expect,
-					workspace.Change{Actor: store.ActorSummarizer, Ref: a.run.RunID})
-				if errors.Is(err, workspace.ErrConflict) {
-					return fmt.Errorf("%w: %w", errCoreConflict, err)
-				}
-				if err != nil {
-					return fmt.Errorf("write %s: %w", w.name, err)
-				}
-				written = append(written, f)
-			}
-			if sweep {
-				if err := s.recordCoalesced(tx, job.AgentID, a); err != nil {
-					return err
-				}
-			}
-			if !record {
-				return nil
-			}
-			_, err := s.d.Ledger.RecordTx(tx, a.run)
-			return err
-		}
-	}
-	done := func(out Result) Result {
-		a.recorded = record
-		a.coalescedDone = sweep
-		for i := range written {
-			// After the commit, as workspace.Write does: the recall index, MCP watchers and
-			// the budget check.
-			s.d.Workspace.Committed(ctx, &written[i], store.ActorSummarizer)
-		}
-		return out
-	}
-	conflicted := func(err error) (Result, bool) {
-		s.d.Log.Info("memory file changed during extraction; nothing committed", "agent", agentID, "err", err)
-		return Result{conflict: true}, false
-	}
-	if entry.text != "" {
-		key := effectKey(agentID, b.spans)
-		appended := res
-		appended.FilesChanged = append(append([]string(nil), res.FilesChanged...), entry.file)
-		_, err := s.d.Workspace.Append(ctx, agentID, entry.file, entry.text+"\n", "# "+entry.date+"\n\n",
-			workspace.Change{Actor: store.ActorSummarizer, Ref: a.run.RunID, EffectKey: key, InTx: inTx(&appended), Base: &entry.base})
-		switch {
-		case errors.Is(err, errCoreConflict):
-			return conflicted(err)
-		case errors.Is(err, workspace.ErrAlreadyApplied):
-			s.d.Log.Info("daily entry already appended for these messages", "agent", agentID, "key", key)
-		case err != nil:
-			return s.workErr(ctx, l, job, "append to "+entry.file, err), false
-		default:
-			return done(appended), true
-		}
-	}
-	if err := s.d.DB.WithContext(ctx).Transaction(inTx(&res)); err != nil {
-		if errors.Is(err, errCoreConflict) {
-			return conflicted(err)
-		}
-		return s.workErr(ctx, l, job, "advance watermarks", err), false
-	}
-	return done(res), true
 }
 
 // later is the later of two times.

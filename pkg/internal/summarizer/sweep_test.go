@@ -37,7 +37,7 @@ func TestStrandedEventsAreSweptUp(t *testing.T) {
 
 		// A sweep while the model is still down fails once, and stays failed.
 		sweep := JobFromRequest(ptr(sweepRequest(x[0])))
-		if !sweep.Sweep || sweep.Urgent {
+		if sweep.Kind != KindSweep || sweep.policy().Urgent || sweep.policy().Retried {
 			t.Fatalf("sweep job %+v", sweep)
 		}
 		res = svc.Handle(ctx, sweep)

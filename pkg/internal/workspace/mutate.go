@@ -110,17 +110,32 @@ func (s *Service) mutateOnce(ctx context.Context, agentID int64, name string, ex
 	return out, created, err
 }
 
-// WriteTx is Write inside the caller's transaction, so that a worker commits a file with its
-// other effects (the summarizer: PROFILE.md and MEMORY.md with the daily append, the
+// WriteTx is Write inside the caller's unit of work, so that a worker commits a file with
+// its other effects (the summarizer: PROFILE.md and MEMORY.md with the daily append, the
 // watermarks and the ledger row) or none of them. There is no retry: a lost compare-and-swap
-// is a *ConflictError, and the caller's transaction is to be rolled back. What follows a
-// write (the change hooks, the budget check) does not run: the caller calls Committed with
-// the returned file once its transaction has committed. The agent must exist (EnsureAgent).
-func (s *Service) WriteTx(tx *gorm.DB, agentID int64, name, content string, expect int64, ch Change) (File, bool, error) {
+// is a *ConflictError, and the caller's unit is to be rolled back. What follows a write (the
+// change hooks, the budget check) does not run: the caller calls Committed with the returned
+// file once its unit has committed. The agent must exist (EnsureAgent).
+func (s *Service) WriteTx(tx *store.Tx, agentID int64, name, content string, expect int64, ch Change) (File, bool, error) {
+	return s.inUnit(tx, agentID, name, expect, ch, writeState(content))
+}
+
+// AppendTx is Append inside the caller's unit of work, as WriteTx is Write: one attempt,
+// no retry. A lost compare-and-swap (the file changed since ch.Base was read) is a
+// *ConflictError: the caller rolls its unit back and tries again without Base. With
+// ch.EffectKey applied before, it returns ErrAlreadyApplied having written nothing, and the
+// caller's unit may go on. The caller calls Committed with the returned file after its commit.
+func (s *Service) AppendTx(tx *store.Tx, agentID int64, name, text, header string, ch Change) (File, error) {
+	f, _, err := s.inUnit(tx, agentID, name, AnyVersion, ch, appendState(text, header))
+	return f, err
+}
+
+// inUnit is one attempt of a mutation in the caller's unit of work.
+func (s *Service) inUnit(tx *store.Tx, agentID int64, name string, expect int64, ch Change, fn mutation) (File, bool, error) {
 	if err := ValidateName(name); err != nil {
 		return File{}, false, err
 	}
-	f, created, err := s.mutateIn(tx, agentID, name, expect, ch, writeState(content))
+	f, created, err := s.mutateIn(tx.Join(), agentID, name, expect, ch, fn)
 	if errors.Is(err, errRetry) {
 		err = &ConflictError{Filename: name, Expected: expect, Attempts: 1}
 	}
@@ -141,7 +156,7 @@ func (s *Service) mutateIn(tx *gorm.DB, agentID int64, name string, expect int64
 	var created bool
 	err := func() error {
 		if ch.InTx != nil {
-			if err := ch.InTx(tx); err != nil {
+			if err := ch.InTx(store.InTx(tx)); err != nil {
 				return err
 			}
 		}
@@ -282,7 +297,14 @@ func (s *Service) Edit(ctx context.Context, agentID int64, name, oldText, newTex
 // retried under contention). When the file does not exist it is created, disabled, starting
 // with header (e.g. "# 2026-04-03\n\n"). With ch.EffectKey set, the append happens once.
 func (s *Service) Append(ctx context.Context, agentID int64, name, text, header string, ch Change) (File, error) {
-	f, _, err := s.mutate(ctx, agentID, name, AnyVersion, ch, func(_ *gorm.DB, cur *store.WorkspaceFile) (state, error) {
+	f, _, err := s.mutate(ctx, agentID, name, AnyVersion, ch, appendState(text, header))
+	return f, err
+}
+
+// appendState is Append's mutation: text after the content (a blank line between), or a
+// new disabled file starting with header.
+func appendState(text, header string) mutation {
+	return func(_ *gorm.DB, cur *store.WorkspaceFile) (state, error) {
 		if cur == nil {
 			return state{content: header + text, enabled: false, sortOrder: defaultSortOrder, action: "create"}, nil
 		}
@@ -294,8 +316,7 @@ func (s *Service) Append(ctx context.Context, agentID int64, name, text, header 
 			content += "\n"
 		}
 		return state{content: content + text, enabled: cur.Enabled, sortOrder: cur.SortOrder, action: "append"}, nil
-	})
-	return f, err
+	}
 }
 
 // Delete removes a file logically.

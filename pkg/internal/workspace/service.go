@@ -39,10 +39,11 @@ type Change struct {
 	// EffectKey, when set, makes the change happen at most once: a second change with the
 	// same key returns ErrAlreadyApplied and writes nothing.
 	EffectKey string
-	// InTx, when set, runs first in the change's transaction; an error from it aborts the
-	// change and is returned. Workers use it to fence the write against a lost lease and to
-	// commit their bookkeeping (watermarks) atomically with it.
-	InTx func(tx *gorm.DB) error
+	// InTx, when set, runs first in the change's unit of work; an error from it aborts the
+	// change and is returned. The emergence worker uses it to fence its write against a lost
+	// lease (fence.InTx). A worker with more to commit than one change opens the unit itself
+	// and calls WriteTx and AppendTx in it (the summarizer).
+	InTx func(tx *store.Tx) error
 	// Base, when set, is the file as the caller read it (a File of version 0: there was none):
 	// the change starts from it instead of reading the file again in its transaction. The
 	// compare-and-swap still holds: had the file changed since, the change is retried from

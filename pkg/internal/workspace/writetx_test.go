@@ -29,7 +29,7 @@ func TestWriteTxFollowsTheCallersTransaction(t *testing.T) {
 		}
 		rollback := errors.New("rolled back by the caller")
 		err = db.DB.Transaction(func(tx *gorm.DB) error {
-			if _, _, err := ws.WriteTx(tx, 3, "MEMORY.md", "# MEMORY.md\n- rolled back\n", cur.Version, workspace.Change{Actor: store.ActorSummarizer}); err != nil {
+			if _, _, err := ws.WriteTx(store.InTx(tx), 3, "MEMORY.md", "# MEMORY.md\n- rolled back\n", cur.Version, workspace.Change{Actor: store.ActorSummarizer}); err != nil {
 				return err
 			}
 			return rollback
@@ -44,7 +44,7 @@ func TestWriteTxFollowsTheCallersTransaction(t *testing.T) {
 		var got workspace.File
 		if err := db.DB.Transaction(func(tx *gorm.DB) error {
 			var err error
-			got, _, err = ws.WriteTx(tx, 3, "MEMORY.md", "# MEMORY.md\n- kept\n", cur.Version, workspace.Change{Actor: store.ActorSummarizer, Ref: "run-1"})
+			got, _, err = ws.WriteTx(store.InTx(tx), 3, "MEMORY.md", "# MEMORY.md\n- kept\n", cur.Version, workspace.Change{Actor: store.ActorSummarizer, Ref: "run-1"})
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -57,7 +57,7 @@ func TestWriteTxFollowsTheCallersTransaction(t *testing.T) {
 		}
 
 		err = db.DB.Transaction(func(tx *gorm.DB) error {
-			_, _, err := ws.WriteTx(tx, 3, "MEMORY.md", "# MEMORY.md\n- stale\n", cur.Version, workspace.Change{Actor: store.ActorSummarizer})
+			_, _, err := ws.WriteTx(store.InTx(tx), 3, "MEMORY.md", "# MEMORY.md\n- stale\n", cur.Version, workspace.Change{Actor: store.ActorSummarizer})
 			return err
 		})
 		if !errors.Is(err, workspace.ErrConflict) {
@@ -84,7 +84,7 @@ func TestCommittedChecksTheBudget(t *testing.T) {
 		}
 		var f workspace.File
 		if err := db.DB.Transaction(func(tx *gorm.DB) error {
-			f, _, err = ws.WriteTx(tx, 4, "MEMORY.md", strings.Repeat("- a long remembered fact about the user\n", 40), cur.Version,
+			f, _, err = ws.WriteTx(store.InTx(tx), 4, "MEMORY.md", strings.Repeat("- a long remembered fact about the user\n", 40), cur.Version,
 				workspace.Change{Actor: store.ActorSummarizer})
 			return err
 		}); err != nil {
