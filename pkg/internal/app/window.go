@@ -28,7 +28,7 @@ func (a *App) buildWindow(ctx context.Context) error {
 		opts = append(opts, window.WithRecall(a.Recall))
 	}
 	svc, err := window.New(ctx, m.Agent.Conversation.Window, window.Deps{
-		JS: a.JS, History: window.StoreHistory{DB: a.DB}, Workspace: a.Workspace, Watermarks: window.StoreWatermarks{DB: a.DB},
+		JS: a.JS, History: window.StoreHistory{Messages: a.Messages}, Workspace: a.Workspace, Watermarks: a.Messages,
 		LLM: client, Prompts: prompt.NewLoader(m.Prompts.Dir), Counter: a.Tokens, Log: a.Log,
 	}, opts...)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/matememory/matememory/pkg/internal/archive"
+	"github.com/matememory/matememory/pkg/internal/conversation"
 	"github.com/matememory/matememory/pkg/internal/recall/chunk"
 	"github.com/matememory/matememory/pkg/internal/recall/embed"
 	"github.com/matememory/matememory/pkg/internal/recall/lexical"
@@ -22,12 +23,14 @@ import (
 // Indexer keeps the chunks of agents' files in step with the files. Sync is idempotent and
 // safe to run concurrently (a compare-and-swap on mate_recall_file decides who commits).
 type Indexer struct {
-	db  *gorm.DB
-	emb embed.Embedder // nil: lexical only
-	an  *lexical.Analyzer
-	set Settings
-	now func() time.Time
-	log *slog.Logger
+	db *gorm.DB
+	// msgs reads the conversations indexed as a search source.
+	msgs *conversation.Store
+	emb  embed.Embedder // nil: lexical only
+	an   *lexical.Analyzer
+	set  Settings
+	now  func() time.Time
+	log  *slog.Logger
 	// terms remembers the lexical terms of recently indexed chunk texts by their hash: the
 	// unchanged chunks of a daily note that grew, and the seeded core files every agent
 	// starts with, are not analyzed again.
@@ -48,7 +51,7 @@ func WithLogger(l *slog.Logger) IndexerOption { return func(i *Indexer) { i.log 
 
 // NewIndexer builds an indexer.
 func NewIndexer(db *gorm.DB, an *lexical.Analyzer, set Settings, opts ...IndexerOption) *Indexer {
-	i := &Indexer{db: db, an: an, set: set.withDefaults(), now: time.Now, log: slog.Default(), terms: newTermsMemo(termsMemoSize)}
+	i := &Indexer{db: db, msgs: conversation.New(db), an: an, set: set.withDefaults(), now: time.Now, log: slog.Default(), terms: newTermsMemo(termsMemoSize)}
 	for _, o := range opts {
 		o(i)
 	}
@@ -109,7 +112,7 @@ func (i *Indexer) syncOnce(ctx context.Context, agentID int64, filename string) 
 	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
 		return SyncResult{}, fmt.Errorf("read index state of %s of agent %d: %w", filename, agentID, err)
 	}
-	f, exists, err := i.load(db, agentID, filename)
+	f, exists, err := i.load(ctx, db, agentID, filename)
 	if err != nil {
 		return SyncResult{}, err
 	}
@@ -508,9 +511,9 @@ func IsConversation(name string) bool { return strings.HasPrefix(name, Conversat
 // load reads what name stands for: a live workspace file, or (for "conversation:<id>") the
 // conversation's user and assistant messages rendered as a transcript whose version is its
 // last message id.
-func (i *Indexer) load(db *gorm.DB, agentID int64, name string) (store.WorkspaceFile, bool, error) {
+func (i *Indexer) load(ctx context.Context, db *gorm.DB, agentID int64, name string) (store.WorkspaceFile, bool, error) {
 	if conv, ok := strings.CutPrefix(name, ConversationPrefix); ok {
-		return loadConversation(db, agentID, conv)
+		return i.loadConversation(ctx, agentID, conv)
 	}
 	var f store.WorkspaceFile
 	err := db.Where("agent_id = ? AND filename = ? AND deleted = 0", agentID, name).Take(&f).Error
@@ -523,12 +526,10 @@ func (i *Indexer) load(db *gorm.DB, agentID int64, name string) (store.Workspace
 	return f, f.Filename == name, nil
 }
 
-func loadConversation(db *gorm.DB, agentID int64, conv string) (store.WorkspaceFile, bool, error) {
-	var rows []store.Message
-	if err := db.Select("id", "role", "content", "create_time").
-		Where("agent_id = ? AND conversation_id = ? AND role IN ?", agentID, conv, []string{"user", "assistant"}).
-		Order("id").Find(&rows).Error; err != nil {
-		return store.WorkspaceFile{}, false, fmt.Errorf("read conversation %s of agent %d: %w", conv, agentID, err)
+func (i *Indexer) loadConversation(ctx context.Context, agentID int64, conv string) (store.WorkspaceFile, bool, error) {
+	rows, err := i.msgs.Dialogue(ctx, agentID, conv)
+	if err != nil {
+		return store.WorkspaceFile{}, false, err
 	}
 	var b strings.Builder
 	var last store.Message

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"gorm.io/gorm"
 
+	"github.com/matememory/matememory/pkg/internal/conversation"
 	"github.com/matememory/matememory/pkg/internal/bus"
 	"github.com/matememory/matememory/pkg/internal/panics"
 	"github.com/matememory/matememory/pkg/internal/store"
@@ -376,11 +377,9 @@ func (w *Worker) Reconcile(ctx context.Context) (ReconcileReport, error) {
 		// Conversations with new messages (any path: the REST route, an event's inline
 		// messages), from their own watermark over mate_message.create_time.
 		err := w.sweep(ctx, conversationsCursor, &rep, func(db *gorm.DB, t time.Time, id int64) ([]sweepRow, error) {
-			var rows []store.Message
-			if err := db.Select("id", "agent_id", "conversation_id", "create_time").
-				Where("create_time > ? OR (create_time = ? AND id > ?)", t, t, id).
-				Order("create_time, id").Limit(sweepPage).Find(&rows).Error; err != nil {
-				return nil, fmt.Errorf("scan messages: %w", err)
+			rows, err := conversation.New(db).StoredAfter(ctx, t, id, sweepPage)
+			if err != nil {
+				return nil, err
 			}
 			out := make([]sweepRow, len(rows))
 			for i, r := range rows {

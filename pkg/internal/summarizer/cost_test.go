@@ -211,7 +211,7 @@ func TestPerEventBudget(t *testing.T) {
 			want  budget
 			check func(Result) bool
 		}{
-			{"first extraction of an agent", JobFromEvent(completed(1, "c1", "e-1-1", 4)), budget{sql: 10, kvOps: 4, kvWrites: 2, ledgerRows: 1},
+			{"first extraction of an agent", JobFromEvent(completed(1, "c1", "e-1-1", 4)), budget{sql: 10, kvOps: 3, kvWrites: 2, ledgerRows: 1},
 				func(r Result) bool { return r.Status == store.RunCompleted && len(r.FilesChanged) == 1 }},
 			{"extraction of a returning agent", JobFromEvent(completed(3, "c2", "e-3-2", 4)), budget{sql: 12, kvOps: 3, kvWrites: 2, ledgerRows: 1},
 				func(r Result) bool { return r.Status == store.RunCompleted && len(r.FilesChanged) == 1 }},

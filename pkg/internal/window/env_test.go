@@ -103,7 +103,7 @@ func (e *env) replica(name string, o replicaOpts) *replica {
 		o.log = slog.New(slog.DiscardHandler)
 	}
 	svc, err := New(context.Background(), o.cfg, Deps{
-		JS: e.connect(name), History: StoreHistory{DB: e.db.DB}, Workspace: ws, Watermarks: StoreWatermarks{DB: e.db.DB},
+		JS: e.connect(name), History: StoreHistory{Messages: e.msgs}, Workspace: ws, Watermarks: e.msgs,
 		LLM: client, Counter: counter, Log: o.log,
 	}, append([]Option{WithOwner(name)}, o.opts...)...)
 	if err != nil {

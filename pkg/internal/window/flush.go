@@ -11,34 +11,16 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"gorm.io/gorm"
 
 	"github.com/matememory/matememory/pkg/internal/bus"
-	"github.com/matememory/matememory/pkg/internal/store"
 )
 
 // Watermarks tells which messages of a conversation the summarizer has already extracted
 // into long-term memory.
+// conversation.Store implements it.
 type Watermarks interface {
 	// LastExtracted is the id of the last extracted message (0 when none).
 	LastExtracted(ctx context.Context, agentID int64, conversationID string) (int64, error)
-}
-
-// StoreWatermarks reads mate_extraction_watermark.
-type StoreWatermarks struct{ DB *gorm.DB }
-
-// LastExtracted implements Watermarks.
-func (w StoreWatermarks) LastExtracted(ctx context.Context, agentID int64, conversationID string) (int64, error) {
-	var rows []store.ExtractionWatermark
-	err := w.DB.WithContext(ctx).Where("agent_id = ? AND conversation_id = ?", agentID, conversationID).
-		Limit(1).Find(&rows).Error
-	if err != nil {
-		return 0, fmt.Errorf("read extraction watermark of %s: %w", conversationID, err)
-	}
-	if len(rows) == 0 {
-		return 0, nil
-	}
-	return rows[0].LastMessageID, nil
 }
 
 // FlushRequest is the summarize request published when compaction evicts messages that

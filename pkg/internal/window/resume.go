@@ -2,16 +2,10 @@ package window
 
 import (
 	"context"
-	"database/sql"
 	"encoding/hex"
-	"encoding/json"
-	"fmt"
 	"sort"
 
-	"gorm.io/gorm"
-
 	"github.com/matememory/matememory/pkg/internal/conversation"
-	"github.com/matememory/matememory/pkg/internal/store"
 )
 
 // PrefixCounter is implemented by a History that can count a conversation's stored
@@ -21,44 +15,15 @@ type PrefixCounter interface {
 	CountUpTo(ctx context.Context, agentID int64, conversationID string, lastID int64) (int64, error)
 }
 
-// StoreHistory reads mate_message for the window: the columns a chat message needs, in
-// id order, scanned without reflection (a 10,000-message conversation is read on every
-// request that cannot start from a cached summary), and the prefix count.
+// StoreHistory is the window's History over the stored messages (conversation.Store owns
+// mate_message): their chat columns in id order, the first id and the prefix count.
 type StoreHistory struct {
-	DB *gorm.DB
+	Messages *conversation.Store
 }
 
 // List implements History (CreateTime is not read).
 func (h StoreHistory) List(ctx context.Context, agentID int64, conversationID string, afterID int64, limit int) ([]conversation.Message, error) {
-	q := "SELECT id, role, content, tool_calls, tool_call_id, name FROM mate_message WHERE agent_id = ? AND conversation_id = ? AND id > ? ORDER BY id"
-	args := []any{agentID, conversationID, afterID}
-	if limit > 0 {
-		q += " LIMIT ?"
-		args = append(args, limit)
-	}
-	rows, err := h.DB.WithContext(ctx).Raw(q, args...).Rows()
-	if err != nil {
-		return nil, fmt.Errorf("list messages of %s: %w", conversationID, err)
-	}
-	defer rows.Close()
-	var out []conversation.Message
-	for rows.Next() {
-		var m conversation.Message
-		var content, calls, callID, name sql.NullString
-		if err := rows.Scan(&m.ID, &m.Role, &content, &calls, &callID, &name); err != nil {
-			return nil, fmt.Errorf("list messages of %s: %w", conversationID, err)
-		}
-		m.AgentID, m.ConversationID = agentID, conversationID
-		m.Content, m.ToolCallID, m.Name = content.String, callID.String, name.String
-		if calls.String != "" {
-			m.ToolCalls = json.RawMessage(calls.String)
-		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list messages of %s: %w", conversationID, err)
-	}
-	return out, nil
+	return h.Messages.Chat(ctx, agentID, conversationID, afterID, limit)
 }
 
 // FirstIDer is implemented by a History that can tell a conversation's first stored
@@ -70,24 +35,12 @@ type FirstIDer interface {
 
 // FirstID implements FirstIDer: 0 for a conversation with no messages.
 func (h StoreHistory) FirstID(ctx context.Context, agentID int64, conversationID string) (int64, error) {
-	var first sql.NullInt64
-	err := h.DB.WithContext(ctx).Raw("SELECT MIN(id) FROM mate_message WHERE agent_id = ? AND conversation_id = ?",
-		agentID, conversationID).Row().Scan(&first)
-	if err != nil {
-		return 0, fmt.Errorf("first message of %s: %w", conversationID, err)
-	}
-	return first.Int64, nil
+	return h.Messages.FirstID(ctx, agentID, conversationID)
 }
 
 // CountUpTo implements PrefixCounter.
 func (h StoreHistory) CountUpTo(ctx context.Context, agentID int64, conversationID string, lastID int64) (int64, error) {
-	var n int64
-	err := h.DB.WithContext(ctx).Model(&store.Message{}).
-		Where("agent_id = ? AND conversation_id = ? AND id <= ?", agentID, conversationID, lastID).Count(&n).Error
-	if err != nil {
-		return 0, fmt.Errorf("count messages of %s: %w", conversationID, err)
-	}
-	return n, nil
+	return h.Messages.CountUpTo(ctx, agentID, conversationID, lastID)
 }
 
 // resume loads only the stored messages after the latest cached summary of the
