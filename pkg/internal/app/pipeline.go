@@ -54,7 +54,7 @@ func (a *App) buildPipeline(ctx context.Context) error {
 		}
 		api := summarizer.API{Publisher: pub, Ledger: runs, JS: a.JS, NC: a.NC,
 			ManualTimeout: set.ManualTimeout, Metrics: metrics, Tracing: a.messaging(),
-			Pending: summarizer.NewPendingReader(leases, a.DB, set.SweepEvery), DB: a.DB}
+			Pending: summarizer.NewPendingReader(leases, a.Messages, set.SweepEvery), DB: a.DB}
 		a.parts.summarize = api
 		summarizer.RegisterRoutes(a.HTTP, api)
 	}

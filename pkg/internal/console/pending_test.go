@@ -64,7 +64,7 @@ func TestPendingSection(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = l.Release(context.Background()) })
 	c, err := New(Deps{Auth: httpapi.NewAuthenticator(nil), Workspace: workspace.New(db), Ledger: ledger.New(db, nil),
-		Pending: summarizer.NewPendingReader(leases, db, 0), Language: "en"})
+		Pending: summarizer.NewPendingReader(leases, conversation.New(db), 0), Language: "en"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -349,7 +349,7 @@ func (h *harness) httpServer(keys ...config.APIKey) *httptest.Server {
 		h.t.Fatal(err)
 	}
 	RegisterRoutes(s, API{Publisher: h.pub, Ledger: h.ledger, JS: h.js, NC: h.nc, ManualTimeout: h.set.ManualTimeout, Metrics: h.metrics,
-		Pending: NewPendingReader(leases, h.db.DB, h.set.SweepEvery), DB: h.db.DB})
+		Pending: NewPendingReader(leases, conversation.New(h.db.DB), h.set.SweepEvery), DB: h.db.DB})
 	if _, bench := h.t.(*testing.B); bench {
 		// Benchmarks measure the server, not the test's document validator (which costs
 		// about 1 ms a request).

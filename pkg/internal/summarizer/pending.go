@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"gorm.io/gorm"
-
 	"github.com/matememory/matememory/pkg/internal/lease"
 )
 
@@ -110,10 +108,10 @@ type PendingReader struct {
 	now        func() time.Time
 }
 
-// NewPendingReader reads records from leases (the bus.BucketLease manager) and watermarks
-// from db; sweepEvery is the workers' Settings.SweepEvery.
-func NewPendingReader(leases *lease.Manager, db *gorm.DB, sweepEvery time.Duration) *PendingReader {
-	return &PendingReader{leases: leases, msgs: conversation.New(db), sweepEvery: sweepEvery, now: time.Now}
+// NewPendingReader reads records from leases (the bus.BucketLease manager) and the pending
+// messages above the watermarks from msgs; sweepEvery is the workers' Settings.SweepEvery.
+func NewPendingReader(leases *lease.Manager, msgs *conversation.Store, sweepEvery time.Duration) *PendingReader {
+	return &PendingReader{leases: leases, msgs: msgs, sweepEvery: sweepEvery, now: time.Now}
 }
 
 // Pending reads agentID's pending work. An agent never seen has none (nothing is created).

@@ -257,7 +257,7 @@ func pendingView(b *testing.B, db storetest.DB) {
 	if _, err := svc.d.Leases.Update(ctx, 1, lease.State{}, func(r *lease.Record) { r.CooldownUntil = now.Add(time.Hour) }); err != nil {
 		b.Fatal(err)
 	}
-	r := NewPendingReader(svc.d.Leases, db.DB, time.Minute)
+	r := NewPendingReader(svc.d.Leases, svc.d.Messages, time.Minute)
 	if p, err := r.Pending(ctx, 1); err != nil || len(p.Conversations) != pending || p.State != PendingStateCooldown {
 		b.Fatalf("pending view: %d conversations, state %s, %v", len(p.Conversations), p.State, err)
 	}

@@ -21,7 +21,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/google/uuid"
 	"github.com/matememory/matememory/pkg/internal/conversation"
 
 	"github.com/matememory/matememory/pkg/internal/config"
@@ -268,58 +267,6 @@ type attempt struct {
 	// extraction; registered says whether it has a watermark (the extraction's commit
 	// gives it one).
 	conv, registered bool
-}
-
-// Handle processes one job and records one ledger row for it, except for a deferral
-// (cooldown, held lease), which costs no ledger row: the metrics count those.
-func (s *Service) Handle(parent context.Context, job Job) Result {
-	a := &attempt{start: time.Now(), run: ledger.Run{RunID: uuid.NewString(), Kind: ledger.KindSummarize, AgentID: job.AgentID,
-		EventID: job.EventID, Attempt: job.Attempt, Conversations: []string{job.ConversationID}}}
-	ctx := parent
-	if s.set.HandlerTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(parent, s.set.HandlerTimeout,
-			fmt.Errorf("the delivery's handling exceeded its budget of %s (a stalled database or LLM call?)", s.set.HandlerTimeout))
-		defer cancel()
-	}
-	res := s.handle(ctx, job, a)
-	if parent.Err() != nil && res.Retry {
-		// Shutting down: let another worker take it now rather than after a backoff.
-		res.Delay = 0
-	}
-	if !a.recorded {
-		res = s.settle(job, a, res)
-		if res.DeadLetter && a.conv && !a.registered {
-			// Dead-lettered before its conversation was registered: registered now, the
-			// agent's next extraction covers it even if nobody retries the dead letter.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.set.DBTimeout)
-			if err := s.d.Messages.Register(rctx, job.AgentID, job.ConversationID, s.d.Now()); err != nil {
-				s.d.Log.Error("register the conversation of a dead-lettered job", "agent", job.AgentID, "event", job.EventID, "err", err)
-			}
-			cancel()
-		}
-		if !cheapDeferral(res) && !res.unrecorded {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.set.DBTimeout)
-			defer cancel()
-			if _, err := s.d.Ledger.Record(rctx, a.run); err != nil {
-				s.d.Log.Error("record summarize run", "agent", job.AgentID, "event", job.EventID, "err", err)
-			}
-		}
-	}
-	if res.Status == store.RunFailed {
-		s.warn.Warn("summarize run failed", "agent", job.AgentID, "run", a.run.RunID, "event", job.EventID,
-			"attempt", job.Attempt, "retrying", res.Retry, "cause", res.Reason)
-	}
-	s.d.Metrics.Outcomes.WithLabelValues(res.Status).Inc()
-	if res.Deferral != "" {
-		s.d.Metrics.Deferrals.WithLabelValues(res.Deferral).Inc()
-	}
-	s.d.Metrics.RunSeconds.Observe(time.Since(a.start).Seconds())
-	if a.releasing != nil {
-		job.Settle(res)
-		<-a.releasing
-	}
-	return res
 }
 
 // cheapDeferral is a deferral decided from the agent's record alone (its cooldown runs,
