@@ -102,3 +102,60 @@ func TestCommittedChecksTheBudget(t *testing.T) {
 		}
 	})
 }
+
+// AppendTx appends in the caller's unit of work: from the caller's read (Base), a note
+// changed since is a conflict for the caller to retry, and an effect applied before writes
+// nothing and leaves the unit going on.
+func TestAppendTxJoinsTheCallersUnit(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		ws := workspace.New(db.DB, workspace.WithDefaults("en", "UTC"))
+		units := store.NewUnits(db.DB)
+		ctx := context.Background()
+		if _, err := ws.EnsureAgent(ctx, 5); err != nil {
+			t.Fatal(err)
+		}
+		const note = "memory/2026-12-01.md"
+		appendIn := func(key string, base *workspace.File) (workspace.File, error) {
+			var f workspace.File
+			err := units.Do(ctx, func(tx *store.Tx) error {
+				var err error
+				f, err = ws.AppendTx(tx, 5, note, "- "+key+"\n", "# 2026-12-01\n\n", workspace.Change{Actor: store.ActorSummarizer, EffectKey: key, Base: base})
+				return err
+			})
+			return f, err
+		}
+		first, err := appendIn("k1", &workspace.File{})
+		if err != nil || first.Version != 1 || first.Content != "# 2026-12-01\n\n- k1\n" {
+			t.Fatalf("first append: %+v %v", first, err)
+		}
+		// Read as version 0 (no note yet), but the note exists now: a conflict, nothing written.
+		if _, err := appendIn("k2", &workspace.File{}); !errors.Is(err, workspace.ErrConflict) {
+			t.Fatalf("append from a stale read: %v, want a conflict", err)
+		}
+		second, err := appendIn("k2", nil)
+		if err != nil || second.Version != 2 || second.Content != "# 2026-12-01\n\n- k1\n\n- k2\n" {
+			t.Fatalf("second append: %+v %v", second, err)
+		}
+		// The same effect again: ErrAlreadyApplied, and the unit still commits its other writes.
+		cur, err := ws.Get(ctx, 5, "MEMORY.md")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = units.Do(ctx, func(tx *store.Tx) error {
+			if _, err := ws.AppendTx(tx, 5, note, "- k1\n", "", workspace.Change{Actor: store.ActorSummarizer, EffectKey: "k1"}); !errors.Is(err, workspace.ErrAlreadyApplied) {
+				t.Errorf("repeated effect: %v, want ErrAlreadyApplied", err)
+			}
+			_, _, err := ws.WriteTx(tx, 5, "MEMORY.md", "# MEMORY.md\n- with it\n", cur.Version, workspace.Change{Actor: store.ActorSummarizer})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f, _ := ws.Get(ctx, 5, note); f.Version != 2 {
+			t.Fatalf("note v%d after a repeated effect, want 2", f.Version)
+		}
+		if f, _ := ws.Get(ctx, 5, "MEMORY.md"); f.Version != cur.Version+1 {
+			t.Fatalf("MEMORY.md v%d, want v%d: the unit did not go on", f.Version, cur.Version+1)
+		}
+	})
+}
