@@ -15,8 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"gorm.io/gorm"
 
-	"github.com/matememory/matememory/pkg/internal/conversation"
 	"github.com/matememory/matememory/pkg/internal/bus"
+	"github.com/matememory/matememory/pkg/internal/conversation"
 	"github.com/matememory/matememory/pkg/internal/panics"
 	"github.com/matememory/matememory/pkg/internal/store"
 )
