@@ -8,8 +8,12 @@
 // note safely: compare-and-swap with re-read and retry, a guard against destructive
 // rewrites, secrets redacted, the daily entry appended once per covered message range.
 //
-// The application logic is Service.Handle (no NATS in it); Worker is the JetStream port
-// that feeds it deliveries and maps its Result to ack, delayed NAK or dead letter.
+// The application logic is Service.Handle (no NATS in it), whose steps (admit, lease,
+// batch, ask, write, commit) read in order in extraction.go; a Job's Kind gives its Policy
+// (job.go). The commit is one unit of work (store.Units) that the repositories join:
+// conversation (watermarks), workspace (the files), ledger and fence. Worker is the
+// JetStream port that feeds it deliveries and maps its Result to ack, delayed NAK or dead
+// letter.
 package summarizer
 
 import (
@@ -141,8 +145,8 @@ type Service struct {
 	// warn logs failed runs (the LLM or the database failing), at a bounded rate.
 	warn *ratelog.Logger
 
-	// hookBeforeCommit, set by tests, runs just before the transaction that appends the
-	// daily entry and moves the watermarks; an error simulates a crash there.
+	// hookBeforeCommit, set by tests, runs just before the commit's unit of work (the daily
+	// entry, the core files, the watermarks); an error simulates a crash there.
 	hookBeforeCommit func() error
 }
 
