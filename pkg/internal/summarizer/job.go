@@ -19,10 +19,11 @@ const (
 	KindFlush
 	// KindSweep is a request of the stranded sweep (sweep.go).
 	KindSweep
-	// KindReplayedEvent and KindReplayedRequest are an operator's replay of a stored event
-	// or request (summarizer replay).
+	// KindReplayedEvent, KindReplayedRequest and KindReplayedSweep are an operator's replay
+	// of a stored event, request or sweep request (summarizer replay).
 	KindReplayedEvent
 	KindReplayedRequest
+	KindReplayedSweep
 )
 
 // Policy is how a job of a kind is handled.
@@ -51,6 +52,7 @@ var policies = map[Kind]Policy{
 	KindSweep:           {},
 	KindReplayedEvent:   {Event: true, Urgent: true, Retried: true, Replay: true},
 	KindReplayedRequest: {Urgent: true, Retried: true, Replay: true},
+	KindReplayedSweep:   {Urgent: true, Replay: true},
 }
 
 // Job is one delivery to handle: an event or a summarize request.
@@ -91,9 +93,12 @@ func (j Job) forced() bool { return j.Force && !j.policy().Event }
 
 // replayed is the job as an operator's replay runs it.
 func (j Job) replayed() Job {
-	if j.policy().Event {
+	switch {
+	case j.policy().Event:
 		j.Kind = KindReplayedEvent
-	} else {
+	case j.Kind == KindSweep:
+		j.Kind = KindReplayedSweep
+	default:
 		j.Kind = KindReplayedRequest
 	}
 	return j
