@@ -41,9 +41,18 @@ var ErrLost = errors.New("lease lost")
 // on the next lease; it only ever shortens a cooldown.
 const DefaultRetention = 24 * time.Hour
 
-// recordVersion marks records written by this package: a record without it was written by
-// an older version, which took leases with Create and released them with Delete.
+// recordVersion is the format version this package writes into every record (`v`). The
+// rule for a later format (docs/operations.md, "Upgrade with a rolling update"): a version
+// reads every record its predecessor writes; fields are only added, and a reader ignores
+// those it does not know (an older writer drops them and writes its own, lower `v`, which
+// tells a newer reader they are absent); a record a version must not rewrite carries
+// `min`, the oldest version allowed to, and older versions leave it alone.
 const recordVersion = 2
+
+// versionedSince is the first version that wrote `v`: a record below it was written by a
+// version that took leases with Create and released them with Delete. It stays 2 when
+// recordVersion moves on: a later version reads version-2 records as current ones.
+const versionedSince = 2
 
 // Manager acquires leases in one bucket.
 type Manager struct {
@@ -80,6 +89,11 @@ type Record struct {
 	Waiter      string      `json:"waiter,omitempty"`
 	WaiterUntil time.Time   `json:"waiterUntil,omitzero"`
 	Coalesced   []Coalesced `json:"coalesced,omitempty"`
+	// Min is the oldest record version allowed to rewrite the record (0: any). A version
+	// below it leaves the record alone: it reads the lease as held and neither takes nor
+	// updates it. This version never sets it; it is the way out for a later format that
+	// an older writer would corrupt.
+	Min int `json:"min,omitempty"`
 }
 
 // Coalesced is an event acknowledged into the agent's next extraction.
@@ -98,13 +112,23 @@ type State struct {
 	Legacy bool
 }
 
-// Held reports whether a holder's lease is running at now.
-func (s State) Held(now time.Time) bool { return s.Owner != "" && now.Before(s.Expires) }
+// Held reports whether a holder's lease is running at now, or the record is one a newer
+// version wrote for itself only (Min above this version's), which this version leaves alone.
+func (s State) Held(now time.Time) bool {
+	return s.newer() || (s.Owner != "" && now.Before(s.Expires))
+}
+
+// newer reports whether the record is one this version must not rewrite.
+func (s State) newer() bool { return s.Min > recordVersion }
 
 // Holder is who holds the lease at now (zero when free).
 func (s State) Holder(now time.Time) Holder {
 	if !s.Held(now) {
 		return Holder{}
+	}
+	if s.Owner == "" || !now.Before(s.Expires) {
+		// Left alone for a newer version (newer), nobody's lease running.
+		return Holder{Owner: fmt.Sprintf("(a record for version %d and later)", s.Min)}
 	}
 	return Holder{Owner: s.Owner, Purpose: s.Purpose, Acquired: s.Acquired}
 }
@@ -175,7 +199,7 @@ func (m *Manager) state(e jetstream.KeyValueEntry) State {
 		// Unreadable: treated as a holder's until it would have expired.
 		st.Record = Record{Owner: "unknown"}
 	}
-	if st.V < recordVersion {
+	if st.V < versionedSince {
 		// An older version's lease: held from its last write until the TTL ran out.
 		st.Legacy = true
 		if st.Owner != "" {
@@ -229,6 +253,9 @@ func (m *Manager) Acquire(ctx context.Context, agentID int64, purpose string) (*
 // (a cooldown) knows it still held when the lease was taken.
 func (m *Manager) AcquireFrom(ctx context.Context, agentID int64, purpose string, st State) (*Lease, error) {
 	now := m.now()
+	if st.newer() {
+		return nil, fmt.Errorf("%w: agent %d's record is for version %d and later (this is version %d)", ErrHeld, agentID, st.Min, recordVersion)
+	}
 	if st.Held(now) {
 		return nil, fmt.Errorf("%w: agent %d by %s (%s)", ErrHeld, agentID, st.Owner, st.Purpose)
 	}
@@ -256,6 +283,9 @@ var ErrChanged = errors.New("the agent's record changed since it was read")
 // Update rewrites agentID's record from st with edit, by compare-and-swap on st's revision,
 // while nobody holds its lease (a holder's renewal and release rely on its revision).
 func (m *Manager) Update(ctx context.Context, agentID int64, st State, edit func(*Record)) (State, error) {
+	if st.newer() {
+		return st, fmt.Errorf("%w: agent %d's record is for version %d and later", ErrChanged, agentID, st.Min)
+	}
 	if st.Held(m.now()) {
 		return st, fmt.Errorf("%w: agent %d's lease is held by %s", ErrChanged, agentID, st.Owner)
 	}
