@@ -6,5 +6,8 @@
 //	go test ./pkg/internal/test/cluster -v                                  # the cluster tests
 //	go test ./pkg/internal/test/cluster -run '^$' -bench . -benchtime=1x    # the throughput benchmarks
 //
+// TestRollingUpgradeOldBesideNew (upgrade_test.go) also builds the release before this tree from
+// the repository's history and runs both side by side (MariaDB only).
+//
 // Figures: docs/benchmarks.md.
 package cluster

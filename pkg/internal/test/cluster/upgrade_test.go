@@ -87,9 +87,9 @@ func oldBinaries(t *testing.T) string {
 			oldBins.err = fmt.Errorf("tar -x: %v %s", err, terr.String())
 			return
 		}
-		// -trimpath: the temporary directory stays out of the build cache's keys, so a second
-		// run reuses the first one's packages.
-		cmd := exec.Command("go", "build", "-trimpath", "-o", filepath.Join(dir, "bin")+string(filepath.Separator),
+		// Not -trimpath: the dependencies' compiled packages are then the new build's, from
+		// the build cache; only MateMemory's own packages compile again.
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "bin")+string(filepath.Separator),
 			"./cmd/api", "./cmd/summarizer", "./cmd/emergence")
 		cmd.Dir = src
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
