@@ -245,7 +245,8 @@ type manualCall struct {
 // through both versions' APIs. The old release starts alone and creates the schema; the new
 // API (which migrates it forward), summarizers and emergence worker join; an old and a new
 // summarizer are SIGKILLed in an LLM call; manual summarize and emergence requests go through
-// both APIs to whichever worker takes them; then the old processes go. Every accepted event
+// both APIs to whichever worker takes them; then the old processes go (the API SIGKILLed
+// with publishes in flight, retried on the new one). Every accepted event
 // reaches its agent's daily note exactly once with one appending run and a completed run
 // (checkProcessed), no two extractions of an agent overlap across versions (the lease record
 // is shared), nothing is dead-lettered, and both versions' summarizers did extractions.
@@ -355,14 +356,16 @@ func TestRollingUpgradeOldBesideNew(t *testing.T) {
 	sumNew3 := e.start("summarizer", "summarizer-new-3")
 	mwg.Wait()
 
-	// The old release goes: its last summarizer hands its work back, its emergence worker
-	// is killed, its API drains.
+	// The old release goes: its last summarizer hands its work back (SIGTERM), its emergence
+	// worker and its API are killed, the API with publishes in flight: their retries go to
+	// the new API with the same event ids.
 	at(load.count.Load() + 40)
 	completed(sumOld2)
 	sumOld2.terminate(t, 30*time.Second)
 	emOld.kill(t)
+	apiOld.kill(t)
+	time.Sleep(100 * time.Millisecond) // publishes meet the dead API before the balancer notices
 	load.setAPIs(cNew)
-	apiOld.terminate(t, 30*time.Second)
 	at(load.count.Load() + 40)
 	close(stop)
 	<-loaded
