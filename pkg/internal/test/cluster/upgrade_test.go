@@ -321,10 +321,20 @@ func TestRollingUpgradeOldBesideNew(t *testing.T) {
 	// Manual requests through both APIs, answered by whichever version's worker takes them:
 	// the summarize request, the emergence trigger and their answers cross versions.
 	at(120)
+	// Clients that wait as long as the calls may (a loaded cluster answers in seconds; the
+	// harness's clients give up after 20 s).
+	waiting := func(p *proc) *client.Client {
+		c, err := client.New("http://"+p.Addr, "", client.WithTimeout(100*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
 	var manual []manualCall
 	var mmu sync.Mutex
 	var mwg sync.WaitGroup
-	for i, c := range []*client.Client{cOld, cNew, cOld, cNew} {
+	mOld, mNew := waiting(apiOld), waiting(apiNew)
+	for i, c := range []*client.Client{mOld, mNew, mOld, mNew} {
 		api := []string{"old", "new"}[i%2]
 		mwg.Add(2)
 		go func() {
