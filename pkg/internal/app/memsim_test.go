@@ -78,9 +78,6 @@ func simulation(tb testing.TB, db storetest.DB, s memsim.Script, whole bool, mem
 // against a 600-token MEMORY.md budget. Every day ends within the budget, nothing is lost,
 // every fact is found by its identifier, and no extraction fails.
 func TestCoreMemoryStaysBounded(t *testing.T) {
-	if os.Getenv("MATE_TEST_CONSOLIDATION") == "" {
-		t.Skip("the consolidation step is being wired in (issue 22); set MATE_TEST_CONSOLIDATION=1 to see the budget not held yet")
-	}
 	storetest.Each(t, func(t *testing.T, db storetest.DB) {
 		s := memsim.NewScript(memsim.Options{Days: 20, PerDay: 3, CorrectionShare: 0.15, Seed: 7})
 		rep := simulation(t, db, s, false, 600, memsim.RunOptions{Label: "edits"})

@@ -122,8 +122,11 @@ func Parse(content, answer string, truncated bool) (Answer, error) {
 		}
 		a.Edits = len(edits)
 	}
-	if strings.TrimSpace(a.Content) == "" {
+	switch strings.TrimSpace(a.Content) {
+	case "":
 		return Answer{}, fmt.Errorf("%w: the new content is empty", ErrRefused)
+	case strings.TrimSpace(content):
+		return Answer{}, fmt.Errorf("%w: the answer leaves the file as it is", ErrRefused)
 	}
 	return a, nil
 }
@@ -149,13 +152,15 @@ func sep(a, b []archive.Entry) string {
 	return ""
 }
 
-// Fit takes a change of a core file from before to after and makes it fit. fits says
-// whether a content is within the budget; history gives the file's revisions up to before
-// (read only when something left the file or after does not fit: the blame that dates the
-// archived entries and orders the demotion); change is what produces after.
-func Fit(before, after string, fits func(string) bool, history func() []blame.Revision, change blame.Change) Fitted {
+// Fit takes a change of a core file from before to after and makes it fit. within(share)
+// says whether a content is within that share of the budget; history gives the file's
+// revisions up to before (read only when something left the file or after does not fit: the
+// blame that dates the archived entries and orders the demotion); change is what produces
+// after. A content over the budget is demoted down to Target, not just under the budget, so
+// that the next extractions have room before the file passes its high-water mark again.
+func Fit(before, after string, within func(text string, share float64) bool, history func() []blame.Revision, change blame.Change) Fitted {
 	f := Fitted{Content: after, Removed: archive.Removed(before, after, nil)}
-	over := !fits(after)
+	over := !within(after, 1)
 	if len(f.Removed) == 0 && !over {
 		return f
 	}
@@ -163,7 +168,7 @@ func Fit(before, after string, fits func(string) bool, history func() []blame.Re
 	f.Removed = archive.Removed(before, after, blame.Annotate(revs))
 	if over {
 		lines := blame.Annotate(append(revs[:len(revs):len(revs)], blame.Revision{Content: after, Change: change}))
-		f.Content, f.Demoted = archive.Demote(after, lines, fits)
+		f.Content, f.Demoted = archive.Demote(after, lines, func(text string) bool { return within(text, Target) })
 	}
 	return f
 }

@@ -65,10 +65,12 @@ func TestFit(t *testing.T) {
 	}
 	reads := 0
 	history := func() []blame.Revision { reads++; return revs }
-	fits := func(s string) bool { return len(s) <= 45 }
+	// A budget of 50 bytes: after (54) is over, and demotion goes down to Target (35).
+	fits := func(s string, share float64) bool { return float64(len(s)) <= 50*share }
 	after := file + "- F-4: d\n"
 	f := Fit(file, after, fits, history, day(4))
-	if len(f.Content) > 45 || len(f.Removed) != 0 || len(f.Demoted) != 1 || f.Demoted[0].Text != "- F-1: a" || f.Demoted[0].Origin.Version != 1 {
+	if f.Content != "# MEMORY\n## Facts\n- F-4: d\n" || len(f.Removed) != 0 || len(f.Demoted) != 3 || f.Demoted[0].Text != "- F-1: a" ||
+		f.Demoted[0].Origin.Version != 1 || f.Demoted[2].Text != "- F-3: c" {
 		t.Fatalf("fit: %+v", f)
 	}
 	block := f.Archive("MEMORY.md", "rewrite", "run-z", time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))
@@ -77,13 +79,13 @@ func TestFit(t *testing.T) {
 	}
 	// A correction within the budget: the replaced line is archived with its origin, nothing demoted.
 	reads = 0
-	f = Fit(file, strings.Replace(file, "- F-2: b", "- F-2: B", 1), func(string) bool { return true }, history, day(4))
+	f = Fit(file, strings.Replace(file, "- F-2: b", "- F-2: B", 1), func(string, float64) bool { return true }, history, day(4))
 	if len(f.Removed) != 1 || f.Removed[0].Text != "- F-2: b" || f.Removed[0].Origin.Version != 2 || len(f.Demoted) != 0 || reads != 1 {
 		t.Errorf("correction: %+v (history read %d times)", f, reads)
 	}
 	// An addition within the budget reads no history.
 	reads = 0
-	if f := Fit(file, after, func(string) bool { return true }, history, day(4)); f.Content != after || reads != 0 || f.Archive("MEMORY.md", "edit", "", time.Now()) != "" {
+	if f := Fit(file, after, func(string, float64) bool { return true }, history, day(4)); f.Content != after || reads != 0 || f.Archive("MEMORY.md", "edit", "", time.Now()) != "" {
 		t.Errorf("addition: %+v, history read %d times", f, reads)
 	}
 	if !Over(901, 1000) || Over(900, 1000) || Over(5000, 0) {

@@ -28,6 +28,7 @@ const Section = "## Facts"
 var (
 	factLine   = regexp.MustCompile(`(?m)^\s*((F-\d{6}): .+)$`)
 	budgetLine = regexp.MustCompile(`\((\d+) tokens; budget (\d+)\)`)
+	targetLine = regexp.MustCompile(`about (\d+) tokens`)
 )
 
 // Reply answers one request.
@@ -44,7 +45,7 @@ func (m Model) Reply(r llmtest.Received) llmtest.Reply {
 	var out string
 	switch {
 	case strings.Contains(user, "<core_file>"):
-		out = m.consolidate(user)
+		out = m.consolidate(system, user)
 	case strings.Contains(user, "<transcript>"):
 		out = m.extract(user)
 	default: // emergence and anything else: nothing to change
@@ -121,16 +122,21 @@ func (m Model) extract(user string) string {
 	return string(b)
 }
 
-// consolidate keeps the file's non-entry lines and its newest fact lines, up to about three
-// quarters of the budget (the model has no tokenizer: it guesses four characters a token).
-func (m Model) consolidate(user string) string {
+// consolidate keeps the file's non-entry lines and its newest fact lines, up to the target
+// the prompt names (or three quarters of the budget); the model has no tokenizer: it guesses
+// three characters a token.
+func (m Model) consolidate(system, user string) string {
 	content := between(user, "<core_file>", "</core_file>")
-	budget := 0
+	target := 0
 	if b := budgetLine.FindStringSubmatch(user); b != nil {
-		budget, _ = strconv.Atoi(b[2])
+		budget, _ := strconv.Atoi(b[2])
+		target = budget * 3 / 4
+	}
+	if t := targetLine.FindStringSubmatch(system); t != nil {
+		target, _ = strconv.Atoi(t[1])
 	}
 	lines := strings.Split(content, "\n")
-	limit := budget * 3
+	limit := target * 3
 	var keep []string
 	size := 0
 	for _, l := range lines {

@@ -65,6 +65,12 @@ func TestEditsAppliedExactly(t *testing.T) {
 			})
 		})
 		h := newHarness(t, db, withLLM(fake))
+		// A large MEMORY.md, within a budget raised for it (the budget's consolidation and
+		// demotion have tests of their own).
+		big := 20000
+		if _, err := h.ws.SetBudgets(context.Background(), 11, &big, nil); err != nil {
+			t.Fatal(err)
+		}
 		padding := strings.Repeat("- an old fact that stays as it is, one of many.\n", 200)
 		seedFile(t, h, 11, "MEMORY.md", editsMemory+padding)
 		seedFile(t, h, 11, "PROFILE.md", "# PROFILE.md\n")
@@ -85,8 +91,15 @@ func TestEditsAppliedExactly(t *testing.T) {
 			t.Fatalf("daily note lacks the entry: %q", dailyNotes(t, h, 11))
 		}
 		r := h.runs("e-edits")[0]
-		if r.Status != store.RunCompleted || len(r.FilesChanged) != 3 || r.FilesChanged[0] != "PROFILE.md" || r.FilesChanged[1] != "MEMORY.md" {
+		if r.Status != store.RunCompleted || len(r.FilesChanged) != 4 || r.FilesChanged[0] != "PROFILE.md" || r.FilesChanged[1] != "MEMORY.md" ||
+			!strings.HasPrefix(r.FilesChanged[3], "memory/archive/") {
 			t.Fatalf("run %+v", r)
+		}
+		// What the edits replaced and deleted is in the archive, verbatim, with the run.
+		arch, _ := h.file(11, r.FilesChanged[3])
+		if !strings.Contains(arch.Content, "· MEMORY.md · edit · run "+r.RunID+"\n") || !strings.Contains(arch.Content, "\n- Apollo: migration in Q2\n") ||
+			!strings.Contains(arch.Content, "\n- Hermes: paused\n") || strings.Contains(arch.Content, "likes coffee") || arch.Enabled {
+			t.Fatalf("archive:\n%s", arch.Content)
 		}
 		// The whole-file budget would be 1000 + the files' bytes / 3 (about 4,000 here).
 		if got := maxTokens.Load(); got != 2*int64(h.set.Memory.SummaryMaxTokens) {

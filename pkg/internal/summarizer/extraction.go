@@ -125,6 +125,7 @@ func (s *Service) handle(ctx context.Context, job Job, a *attempt) (res Result) 
 	// read under the lease: covered meanwhile, it is empty.
 	for round := 0; ; round++ {
 		final := !job.policy().Urgent || round+1 >= maxManualRounds
+		a.budgets = ag.budgets
 		res = s.extract(wctx, l, job, a, ag.agent, adm, final)
 		if res.Retry || res.DeadLetter || res.Covered || final {
 			break
@@ -257,8 +258,8 @@ func (s *Service) screen(ctx context.Context, job Job) (*lease.State, Result, bo
 func (s *Service) lease(ctx context.Context, job Job, a *attempt, adm admission) (*lease.Lease, <-chan agentRead, Result, bool) {
 	agentc := make(chan agentRead, 1)
 	go func() {
-		agent, err := s.d.Workspace.EnsureAgent(ctx, job.AgentID)
-		agentc <- agentRead{agent, err}
+		agent, budgets, err := s.d.Workspace.EnsureAgentBudgets(ctx, job.AgentID)
+		agentc <- agentRead{agent, budgets, err}
 	}()
 	l, err := s.d.Leases.AcquireFrom(ctx, job.AgentID, "summarize", adm.st)
 	if errors.Is(err, lease.ErrHeld) {
@@ -297,11 +298,16 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, a *attem
 		if err != nil {
 			return s.workErr(ctx, l, job, "read memory files", err)
 		}
-		out, res, ok := s.ask(ctx, l, job, a, agent, date, b, files)
+		seen, c, err := s.consolidateFirst(ctx, job, a, agent.Language, date, files)
+		if err != nil {
+			return s.workErr(ctx, l, job, "consolidate the core files", err)
+		}
+		out, res, ok := s.ask(ctx, l, job, a, agent, date, b, seen)
 		if !ok {
 			return res
 		}
-		p := s.write(out, b, files, daily, date)
+		p := s.write(out, b, seen, daily, date)
+		s.fit(ctx, job, a, c, &p)
 		if s.hookBeforeCommit != nil {
 			if err := s.hookBeforeCommit(); err != nil {
 				return s.workErr(ctx, l, job, "before the commit", err)
@@ -400,6 +406,9 @@ type plan struct {
 	refusals []refusal
 	// next is when the agent's next LLM extraction may start (zero: no cooldown).
 	next time.Time
+	// archive is what left the core files (archive.Render's blocks), appended to
+	// archiveFile, memory/archive/YYYY-MM.md, in the same unit.
+	archive, archiveFile string
 }
 
 // write turns the model's answer into a plan: the core files' new contents (planCoreWrites),
@@ -576,6 +585,14 @@ func (s *Service) commitOnce(ctx context.Context, l *lease.Lease, job Job, a *at
 				return fmt.Errorf("write %s: %w", w.name, err)
 			}
 			written = append(written, f)
+		}
+		if p.archive != "" {
+			f, err := s.d.Workspace.AppendTx(tx, job.AgentID, p.archiveFile, p.archive, archiveHeader(p.date[:7]), ch)
+			if err != nil {
+				return fmt.Errorf("append to %s: %w", p.archiveFile, err)
+			}
+			written = append(written, f)
+			res.FilesChanged = append(res.FilesChanged, p.archiveFile)
 		}
 		if sweep {
 			if err := s.recordCoalesced(tx, job.AgentID, a); err != nil {

@@ -18,7 +18,12 @@ type Metrics struct {
 	// (edits, whole) and result (written, refused): how often a model keeps to the edits
 	// contract, and how often its edits miss their anchors.
 	CoreChanges *prometheus.CounterVec
-	RunSeconds  prometheus.Histogram
+	// Consolidations counts the consolidations of a core file past its high-water mark, by
+	// file and result (applied, refused); Demotions the entries the service demoted to keep
+	// a file within its budget (docs/core-memory.md).
+	Consolidations *prometheus.CounterVec
+	Demotions      *prometheus.CounterVec
+	RunSeconds     prometheus.Histogram
 }
 
 // NewMetrics builds the metrics and registers them on reg (nil: unregistered, for tests
@@ -62,6 +67,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "matememory_summarizer_core_changes_total",
 			Help: "Changes of PROFILE.md and MEMORY.md the model answered, by file, form (edits, whole) and result (written, refused).",
 		}, []string{"file", "form", "result"}),
+		Consolidations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "matememory_core_consolidations_total",
+			Help: "Consolidations of MEMORY.md or PROFILE.md past 90% of its budget, by file and result (applied, refused).",
+		}, []string{"file", "result"}),
+		Demotions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "matememory_core_demotions_total",
+			Help: "Entries of MEMORY.md or PROFILE.md the service moved to the archive to keep the file within its budget, by file.",
+		}, []string{"file"}),
 		RunSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "matememory_summarizer_attempt_seconds",
 			Help:    "Time to handle one delivery, end to end.",
@@ -70,7 +83,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Published, m.Events, m.Outcomes, m.Deferrals, m.Contention, m.LLMSeconds,
-			m.LLMTokens, m.DeadLetters, m.CoreChanges, m.RunSeconds)
+			m.LLMTokens, m.DeadLetters, m.CoreChanges, m.Consolidations, m.Demotions, m.RunSeconds)
 	}
 	return m
 }

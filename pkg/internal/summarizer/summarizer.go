@@ -267,6 +267,8 @@ type attempt struct {
 	// releasing, when set, is closed once the lease's release, running alongside the
 	// settlement of the delivery, is done.
 	releasing chan struct{}
+	// budgets are the agent's core-file budgets, read with the agent.
+	budgets workspace.AgentBudgets
 	// conv is set once the job's conversation passed the checks that let it take part in
 	// extraction; registered says whether it has a watermark (the extraction's commit
 	// gives it one).
@@ -357,8 +359,9 @@ type stateRead struct {
 
 // agentRead is an agent read concurrently with other work.
 type agentRead struct {
-	agent store.Agent
-	err   error
+	agent   store.Agent
+	budgets workspace.AgentBudgets
+	err     error
 }
 
 // filesRead is memory files read concurrently with other work.

@@ -112,20 +112,26 @@ func (s *Service) Budgets(ctx context.Context, agentID int64) (AgentBudgets, err
 }
 
 func (s *Service) budgetsOf(db *gorm.DB, agentID int64) (AgentBudgets, error) {
-	b := AgentBudgets{MemoryTokens: s.budgets.Memory, ProfileTokens: s.budgets.Profile}
 	var rows []store.AgentBudget
 	if err := db.Where("agent_id = ?", agentID).Limit(1).Find(&rows).Error; err != nil {
-		return b, fmt.Errorf("read budgets of agent %d: %w", agentID, err)
+		return s.budgetsFrom(0, 0), fmt.Errorf("read budgets of agent %d: %w", agentID, err)
 	}
 	if len(rows) == 1 {
-		if v := rows[0].MemoryTokens; v > 0 {
-			b.MemoryTokens, b.MemoryOverridden = v, true
-		}
-		if v := rows[0].ProfileTokens; v > 0 {
-			b.ProfileTokens, b.ProfileOverridden = v, true
-		}
+		return s.budgetsFrom(rows[0].MemoryTokens, rows[0].ProfileTokens), nil
 	}
-	return b, nil
+	return s.budgetsFrom(0, 0), nil
+}
+
+// budgetsFrom are the budgets given an agent's overrides (0: the default).
+func (s *Service) budgetsFrom(memory, profile int) AgentBudgets {
+	b := AgentBudgets{MemoryTokens: s.budgets.Memory, ProfileTokens: s.budgets.Profile}
+	if memory > 0 {
+		b.MemoryTokens, b.MemoryOverridden = memory, true
+	}
+	if profile > 0 {
+		b.ProfileTokens, b.ProfileOverridden = profile, true
+	}
+	return b
 }
 
 // SetBudgets overrides an agent's budgets: nil leaves one as it is, 0 returns it to the

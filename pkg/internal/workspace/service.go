@@ -159,19 +159,40 @@ func (s *Service) Language() string { return s.language }
 // seen, and returns its current settings (read afresh: another process may have changed its
 // language or time zone).
 func (s *Service) EnsureAgent(ctx context.Context, agentID int64) (store.Agent, error) {
+	a, _, err := s.EnsureAgentBudgets(ctx, agentID)
+	return a, err
+}
+
+// EnsureAgentBudgets is EnsureAgent with the agent's core-file budgets, read in the same
+// statement (every extraction reads both).
+func (s *Service) EnsureAgentBudgets(ctx context.Context, agentID int64) (store.Agent, AgentBudgets, error) {
 	if _, seen := s.seen.Load(agentID); !seen {
 		return s.seed(ctx, agentID)
 	}
-	// Plain SQL: every extraction reads its agent (issue 14).
-	var a store.Agent
-	res := s.db.WithContext(ctx).Raw("SELECT * FROM mate_agent WHERE id = ?", agentID).Scan(&a)
-	if res.Error == nil && res.RowsAffected == 0 {
-		res.Error = gorm.ErrRecordNotFound
+	a, b, found, err := s.readAgent(s.db.WithContext(ctx), agentID)
+	if err == nil && !found {
+		err = gorm.ErrRecordNotFound
 	}
-	if res.Error != nil {
-		return store.Agent{}, fmt.Errorf("read agent %d: %w", agentID, res.Error)
+	if err != nil {
+		return store.Agent{}, b, fmt.Errorf("read agent %d: %w", agentID, err)
 	}
-	return a, nil
+	return a, b, nil
+}
+
+// agentRow is an agent's row with its budget overrides (0: the default).
+type agentRow struct {
+	store.Agent   `gorm:"embedded"`
+	BudgetMemory  int
+	BudgetProfile int
+}
+
+// readAgent reads an agent and its budgets in one statement (plain SQL: every extraction
+// reads its agent, issue 14).
+func (s *Service) readAgent(db *gorm.DB, agentID int64) (store.Agent, AgentBudgets, bool, error) {
+	var r agentRow
+	res := db.Raw("SELECT a.*, COALESCE(b.memory_tokens, 0) AS budget_memory, COALESCE(b.profile_tokens, 0) AS budget_profile "+
+		"FROM mate_agent a LEFT JOIN mate_agent_budget b ON b.agent_id = a.id WHERE a.id = ?", agentID).Scan(&r)
+	return r.Agent, s.budgetsFrom(r.BudgetMemory, r.BudgetProfile), res.RowsAffected > 0, res.Error
 }
 
 // ensure seeds the agent if this process has not seen it yet. Only the fact that an agent
@@ -180,24 +201,23 @@ func (s *Service) ensure(ctx context.Context, agentID int64) error {
 	if _, seen := s.seen.Load(agentID); seen {
 		return nil
 	}
-	_, err := s.seed(ctx, agentID)
+	_, _, err := s.seed(ctx, agentID)
 	return err
 }
 
-func (s *Service) seed(ctx context.Context, agentID int64) (store.Agent, error) {
+func (s *Service) seed(ctx context.Context, agentID int64) (store.Agent, AgentBudgets, error) {
 	if agentID <= 0 {
-		return store.Agent{}, invalidf("agentId must be a positive number, got %d", agentID)
+		return store.Agent{}, AgentBudgets{}, invalidf("agentId must be a positive number, got %d", agentID)
 	}
-	var a store.Agent
-	err := s.db.WithContext(ctx).Where("id = ?", agentID).Take(&a).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
+	a, b, found, err := s.readAgent(s.db.WithContext(ctx), agentID)
+	if err == nil && !found {
 		a, err = s.seedAgent(ctx, agentID)
 	}
 	if err != nil {
-		return store.Agent{}, fmt.Errorf("ensure agent %d: %w", agentID, err)
+		return store.Agent{}, b, fmt.Errorf("ensure agent %d: %w", agentID, err)
 	}
 	s.seen.Store(agentID, struct{}{})
-	return a, nil
+	return a, b, nil
 }
 
 func (s *Service) seedAgent(ctx context.Context, agentID int64) (store.Agent, error) {
