@@ -22,7 +22,6 @@ func userOf(r llmtest.Received) string {
 	return ""
 }
 
-
 // A MEMORY.md past its high-water mark is consolidated before the extraction: the model is
 // asked to fit it first, the extraction's edits apply to the consolidated file, and what the
 // consolidation dropped is in the archive, in the extraction's one commit. When the model's
