@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -192,7 +191,7 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Origin is foreign (as the REST API does, pkg/internal/httpapi/browser.go).
 func (c *Console) browserCheck(r *http.Request) error {
 	if !c.d.Auth.Enabled() {
-		if !loopbackHost(r.Host) {
+		if !httpapi.LoopbackHost(r.Host) {
 			return fmt.Errorf("host %q is not allowed: without API keys the console answers only requests addressed to localhost or a loopback address", r.Host)
 		}
 		if o := r.Header.Get("Origin"); o != "" && o != "null" {
@@ -205,19 +204,6 @@ func (c *Console) browserCheck(r *http.Request) error {
 		return fmt.Errorf("cross-origin request refused: %v", err)
 	}
 	return nil
-}
-
-func loopbackHost(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // req is one authenticated console request.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -68,7 +69,7 @@ func (c *Console) runs(q *req, id int64, f ledger.Filter) error {
 	if d.Kind != "" && d.Kind != ledger.KindSummarize && d.Kind != ledger.KindEmergence {
 		return errStatus(http.StatusBadRequest, "kind must be summarize or emergence, got %q", d.Kind)
 	}
-	if d.Status != "" && !contains(runStatuses, d.Status) {
+	if d.Status != "" && !slices.Contains(runStatuses, d.Status) {
 		return errStatus(http.StatusBadRequest, "status must be one of %s, got %q", strings.Join(runStatuses, ", "), d.Status)
 	}
 	if d.Since != "" {
@@ -95,15 +96,6 @@ func (c *Console) runs(q *req, id int64, f ledger.Filter) error {
 		nav = "runs"
 	}
 	return c.render(q, http.StatusOK, "runs", q.lang.T("runs.title"), nav, d)
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // parseSince reads a date-time input ("2006-01-02T15:04", UTC), RFC 3339, or a duration ago

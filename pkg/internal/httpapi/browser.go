@@ -34,7 +34,7 @@ func WithCORS(origins []string) Option {
 //     is refused.
 func (s *Server) browserCheck(r *http.Request) error {
 	open := !s.auth.Enabled()
-	if open && !loopbackHost(r.Host) {
+	if open && !LoopbackHost(r.Host) {
 		return Errorf(http.StatusForbidden, "Host %q is not allowed: without API keys the server answers only requests addressed to localhost or a loopback address (set mate.auth.keys to serve other names)", r.Host)
 	}
 	if o := r.Header.Get("Origin"); o != "" && open && !s.sameOrigin(o, r) && !s.cors[strings.ToLower(o)] {
@@ -81,7 +81,7 @@ func (s *Server) sameOrigin(origin string, r *http.Request) bool {
 	if err != nil || u.Host == "" {
 		return false
 	}
-	return strings.EqualFold(u.Host, r.Host) && loopbackHost(u.Host)
+	return strings.EqualFold(u.Host, r.Host) && LoopbackHost(u.Host)
 }
 
 func hasBody(r *http.Request) bool {
@@ -98,9 +98,9 @@ func jsonMedia(ct string) bool {
 	return mt == "application/json" || mt == "application/x-ndjson" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
 }
 
-// loopbackHost reports whether a Host header (host or host:port) names this machine's
-// loopback interface.
-func loopbackHost(hostport string) bool {
+// LoopbackHost reports whether a Host header (host or host:port) names this machine's
+// loopback interface (the console's browser check uses it too).
+func LoopbackHost(hostport string) bool {
 	host := hostport
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		host = h

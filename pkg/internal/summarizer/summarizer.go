@@ -540,10 +540,7 @@ func later(a, b time.Time) time.Time {
 
 // agentLocation is the agent's time zone (UTC when it names none that loads).
 func agentLocation(a store.Agent) *time.Location {
-	if a.Timezone == "" || a.Timezone == "Local" {
-		return time.Local
-	}
-	loc, err := time.LoadLocation(a.Timezone)
+	loc, err := config.LoadLocation(a.Timezone)
 	if err != nil {
 		return time.UTC
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
+	"github.com/matememory/matememory/pkg/internal/config"
 	"github.com/matememory/matememory/pkg/internal/promptsafe"
 	"github.com/matememory/matememory/pkg/internal/store"
 )
@@ -273,7 +274,7 @@ func (s *Service) UpdateAgent(ctx context.Context, agentID int64, language, time
 		a.Language, upd["language"] = language, language
 	}
 	if timezone != "" {
-		if _, err := loadLocation(timezone); err != nil {
+		if _, err := config.LoadLocation(timezone); err != nil {
 			return a, invalidf("timezone %q is not an IANA time zone (e.g. Asia/Shanghai, UTC)", timezone)
 		}
 		a.Timezone, upd["timezone"] = timezone, timezone
@@ -293,18 +294,11 @@ func (s *Service) Location(ctx context.Context, agentID int64) (*time.Location, 
 	if err != nil {
 		return nil, err
 	}
-	loc, err := loadLocation(a.Timezone)
+	loc, err := config.LoadLocation(a.Timezone)
 	if err != nil {
 		return time.UTC, nil
 	}
 	return loc, nil
-}
-
-func loadLocation(name string) (*time.Location, error) {
-	if name == "" || name == "Local" {
-		return time.Local, nil
-	}
-	return time.LoadLocation(name)
 }
 
 // List returns the agent's live files whose name starts with prefix, sorted by sort_order

@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -259,14 +260,14 @@ func checkCompose(t *testing.T, p *composeProject, shell map[string]string) []er
 			errs = append(errs, err)
 			continue
 		}
-		errs = append(errs, checkDeployedSettings(where, cfg, contains(s.Command, "migrate"))...)
+		errs = append(errs, checkDeployedSettings(where, cfg, slices.Contains(s.Command, "migrate"))...)
 		if cfg.Mate.NATS.Replicas > len(nodes) {
 			errs = append(errs, fmt.Errorf("%s: MATE_NATS_REPLICAS %d but the cluster has %d nodes", where, cfg.Mate.NATS.Replicas, len(nodes)))
 		}
 		errs = append(errs, checkNATSURLs(where, cfg.Mate.NATS.URL, nodes)...)
 		errs = append(errs, checkDSN(where, cfg.Mate.Database.DSN, p)...)
 
-		if contains(s.Command, "migrate") { // a one-shot command
+		if slices.Contains(s.Command, "migrate") { // a one-shot command
 			if strings.Join(s.Command, " ") != migrateCommand || s.Restart != "no" {
 				errs = append(errs, fmt.Errorf("%s: a one-shot service must run `%s` with restart \"no\"", where, migrateCommand))
 			}
@@ -276,7 +277,7 @@ func checkCompose(t *testing.T, p *composeProject, shell map[string]string) []er
 			continue
 		}
 		_, port, _ := net.SplitHostPort(cfg.Mate.HTTP.Addr)
-		if want := "http://127.0.0.1:" + port + "/readyz"; !contains(s.Healthcheck.Test, want) {
+		if want := "http://127.0.0.1:" + port + "/readyz"; !slices.Contains(s.Healthcheck.Test, want) {
 			errs = append(errs, fmt.Errorf("%s: healthcheck %v does not probe %s (mate.http.addr %s)", where, s.Healthcheck.Test, want, cfg.Mate.HTTP.Addr))
 		}
 		if llmComponents[bin] {
@@ -295,15 +296,6 @@ func checkCompose(t *testing.T, p *composeProject, shell map[string]string) []er
 		}
 	}
 	return errs
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // composeNATSNode parses a NATS service's configuration file (found through its --config
@@ -362,7 +354,7 @@ func composeNATSNode(t *testing.T, name string, s *composeService, shell map[str
 	if !stored {
 		errs = append(errs, fmt.Errorf("%s: JetStream store %s is not on a named volume: the stream would vanish with the container", where, opts.StoreDir))
 	}
-	if s.Healthcheck == nil || !contains(s.Healthcheck.Test, fmt.Sprintf("http://127.0.0.1:%d/healthz", opts.HTTPPort)) {
+	if s.Healthcheck == nil || !slices.Contains(s.Healthcheck.Test, fmt.Sprintf("http://127.0.0.1:%d/healthz", opts.HTTPPort)) {
 		errs = append(errs, fmt.Errorf("%s: healthcheck must probe the monitoring port's /healthz (http_port %d)", where, opts.HTTPPort))
 	}
 	return opts, errs
@@ -461,7 +453,7 @@ func TestCompose(t *testing.T) {
 	}
 	var bins []string
 	for _, name := range matememoryServices(p) {
-		if c := p.Services[name].Command; !contains(c, "migrate") {
+		if c := p.Services[name].Command; !slices.Contains(c, "migrate") {
 			if part, err := binaryOf(c, cmdNames(t)); err == nil {
 				bins = append(bins, part)
 			}
@@ -690,7 +682,7 @@ func checkDockerfile(t testing.TB, raw []byte) []error {
 			case "USER":
 				user = in[1]
 			case "EXPOSE":
-				expose = expose || contains(strings.Fields(in[1]), "8080")
+				expose = expose || slices.Contains(strings.Fields(in[1]), "8080")
 			case "CMD", "ENTRYPOINT":
 				cmd = in[1]
 			case "COPY":

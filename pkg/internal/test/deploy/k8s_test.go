@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -383,7 +384,7 @@ func checkPod(where string, spec corev1.PodSpec, ms *manifests, secrets map[stri
 			errs = append(errs, err)
 			continue
 		}
-		errs = append(errs, checkDeployedSettings(cw, cfg, contains(c.Command, "migrate") || contains(c.Args, "migrate"))...)
+		errs = append(errs, checkDeployedSettings(cw, cfg, slices.Contains(c.Command, "migrate") || slices.Contains(c.Args, "migrate"))...)
 		cfgs = append(cfgs, cfg)
 		if serving {
 			errs = append(errs, checkProbes(cw, c, cfg)...)
