@@ -21,6 +21,7 @@ import (
 	"github.com/matememory/matememory/pkg/internal/bus"
 	"github.com/matememory/matememory/pkg/internal/config"
 	"github.com/matememory/matememory/pkg/internal/llm/llmtest"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
 )
 
@@ -89,39 +90,35 @@ func TestEraseAgentLeavesNoByte(t *testing.T) {
 		}
 		write(1, "canaryone")
 		write(2, "canarytwo")
-		why := ""
-		waitFor(t, 60*time.Second, "the extractions", func() bool {
+		poll.UntilReason(t, 60*time.Second, "the extractions", func() (bool, string) {
 			for _, agent := range []int64{1, 2} {
 				notes, _ := a.Workspace.ListContent(ctx, agent, "memory/", 0)
 				if len(notes) != 1 || !strings.Contains(notes[0].Content, "-inline") || !strings.Contains(notes[0].Content, "-rest") {
 					var runs []map[string]any
 					a.DB.Raw("SELECT event_id, status, reason FROM mate_memory_run WHERE agent_id = ?", agent).Scan(&runs)
-					why = fmt.Sprintf("agent %d's daily notes: %+v; runs %v", agent, notes, runs)
-					return false
+					return false, fmt.Sprintf("agent %d's daily notes: %+v; runs %v", agent, notes, runs)
 				}
 			}
-			return true
-		}, &why)
+			return true, ""
+		})
 		fail(1, "canaryone")
 		fail(2, "canarytwo")
 
 		// Wait until the extraction wrote the daily notes, the refusal reached the dead
 		// letters and search finds the file.
-		waitFor(t, 60*time.Second, "dead letters and the index", func() bool {
+		poll.UntilReason(t, 60*time.Second, "dead letters and the index", func() (bool, string) {
 			dl, err := bus.ListDeadLetters(ctx, a.JS, 0, "", 10)
 			if err != nil || len(dl) != 2 {
-				why = fmt.Sprintf("dead letters: %d %v", len(dl), err)
-				return false
+				return false, fmt.Sprintf("dead letters: %d %v", len(dl), err)
 			}
 			for _, c := range []string{"canaryone", "canarytwo"} {
 				st, raw := sendRaw(t, "POST", fmt.Sprintf("%s/api/v1/agents/%s/memory/search", base, map[string]string{"canaryone": "1", "canarytwo": "2"}[c]), `{"query":"`+c+`-edit"}`)
 				if st != http.StatusOK || !strings.Contains(raw, c+"-edit") {
-					why = fmt.Sprintf("search %s: %d %.300s", c, st, raw)
-					return false
+					return false, fmt.Sprintf("search %s: %d %.300s", c, st, raw)
 				}
 			}
-			return true
-		}, &why)
+			return true, ""
+		})
 		// The scan sees the canary in the JetStream file store (events, dead letters) and in
 		// the database before the erasure.
 		if n := countCanary(t, a, storetest.DB{}, filepath.Join(cfg.Mate.DataDir, "nats"), "canaryone"); n == 0 {
@@ -177,7 +174,7 @@ func TestEraseAgentLeavesNoByte(t *testing.T) {
 		if code := replay(ctx, rcfg, slog.New(slog.DiscardHandler), []string{"-agent", "1"}, &out, &errOut); code != 0 {
 			t.Fatalf("replay exit %d: %s", code, errOut.String())
 		}
-		waitFor(t, 30*time.Second, "the late event settled", func() bool {
+		poll.Until(t, 30*time.Second, "the late event settled", func() bool {
 			ci, err := js.Consumer(ctx, bus.StreamEvents, bus.ConsumerSummarizer)
 			if err != nil {
 				return false
@@ -303,20 +300,6 @@ func sendRaw(t *testing.T, method, url, body string) (int, string) {
 	return resp.StatusCode, string(raw)
 }
 
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool, why ...*string) {
-	t.Helper()
-	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			detail := ""
-			if len(why) > 0 {
-				detail = ": " + *why[0]
-			}
-			t.Fatalf("timed out waiting for %s%s", what, detail)
-		}
-	}
-}
-
 // TestEraseConversation erases one conversation: its messages, its events and its ledger
 // rows are gone from the database and the JetStream store, the daily note versions its
 // extraction wrote are listed for review, and the agent's other conversation stays whole.
@@ -331,7 +314,7 @@ func TestEraseConversation(t *testing.T) {
 				"messages":[{"role":"user","content":"my word is canary%s."},{"role":"assistant","content":"Got it."},
 				{"role":"user","content":"please remember canary%s for me"},{"role":"assistant","content":"Noted."}]}`, c, c, c, c, c)
 			mustStatus(t, "POST", base+"/api/v1/events/conversation-completed", ev, http.StatusAccepted)
-			waitFor(t, 60*time.Second, "the extraction of c-"+c, func() bool {
+			poll.Until(t, 60*time.Second, "the extraction of c-"+c, func() bool {
 				notes, _ := a.Workspace.ListContent(ctx, 1, "memory/", 0)
 				return len(notes) == 1 && strings.Contains(notes[0].Content, "canary"+c)
 			})

@@ -17,6 +17,7 @@ import (
 	"github.com/matememory/matememory/pkg/internal/bus/bustest"
 	"github.com/matememory/matememory/pkg/internal/config"
 	"github.com/matememory/matememory/pkg/internal/llm/llmtest"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
 	"github.com/matememory/matememory/pkg/internal/window"
 )
@@ -159,19 +160,6 @@ func TestContextWindowDoneWhen(t *testing.T) {
 	})
 }
 
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
-}
-
 func get(t *testing.T, url string) string {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -219,9 +207,9 @@ func TestContextWindowTwoAPIProcesses(t *testing.T) {
 		// a reaches the LLM (held there); b then finds a's in-flight marker and waits on
 		// it, which its metrics show; only then does the LLM answer.
 		ask(0, a)
-		poll(t, "the first request to reach the LLM", func() bool { mu.Lock(); defer mu.Unlock(); return arrived > 0 })
+		poll.Until(t, 10*time.Second, "the first request to reach the LLM", func() bool { mu.Lock(); defer mu.Unlock(); return arrived > 0 })
 		ask(1, b)
-		poll(t, "the second process to wait on the first", func() bool {
+		poll.Until(t, 10*time.Second, "the second process to wait on the first", func() bool {
 			return strings.Contains(get(t, b+"/metrics"), "matememory_context_summary_waiting 1")
 		})
 		close(gate)

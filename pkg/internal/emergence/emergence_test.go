@@ -28,6 +28,7 @@ import (
 	"github.com/matememory/matememory/pkg/internal/llm"
 	"github.com/matememory/matememory/pkg/internal/llm/llmtest"
 	"github.com/matememory/matememory/pkg/internal/memedit"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/prompt"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
@@ -156,17 +157,6 @@ func (f *fixture) runs(agent int64) []ledger.Run {
 		f.t.Fatal(err)
 	}
 	return runs
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func jsonReply(shouldUpdate bool, reason, content string) string {
@@ -387,7 +377,7 @@ func TestWaitsForTheSummarizersLease(t *testing.T) {
 		}()
 		// Redelivered several times while the lease is held, and held past its TTL (renewed).
 		heldSince := time.Now()
-		waitFor(t, "deferrals", func() bool {
+		poll.Until(t, 15*time.Second, "deferrals", func() bool {
 			if time.Since(heldSince) < leaseTTL+leaseTTL/2 {
 				return false
 			}
@@ -478,7 +468,7 @@ func TestFailuresAnswer500AndDeadLetter(t *testing.T) {
 		if st != 500 || a.Code != 500 || !strings.HasPrefix(a.Msg, "记忆整合失败: ") {
 			t.Fatalf("permanent failure: %d %+v", st, a)
 		}
-		waitFor(t, "dead letter", func() bool { return len(deadLetters(t, f.js)) == 1 })
+		poll.Until(t, 15*time.Second, "dead letter", func() bool { return len(deadLetters(t, f.js)) == 1 })
 		if dl := deadLetters(t, f.js)[0]; dl.Subject != "mate.memory.emergence.7" || !strings.Contains(dl.Reason, "model call refused") {
 			t.Fatalf("dead letter %+v", dl)
 		}
@@ -499,7 +489,7 @@ func TestFailuresAnswer500AndDeadLetter(t *testing.T) {
 		if st != 500 || !strings.Contains(a.Msg, "will be retried") {
 			t.Fatalf("transient: %d %+v", st, a)
 		}
-		waitFor(t, "the retry", func() bool { return f.runs(7)[0].Status == store.RunSkipped })
+		poll.Until(t, 15*time.Second, "the retry", func() bool { return f.runs(7)[0].Status == store.RunSkipped })
 	})
 }
 
@@ -514,7 +504,7 @@ func TestPoisonAndExhaustedRequestsAreDeadLettered(t *testing.T) {
 	if _, err := f.js.Publish(ctx, "mate.memory.emergence.9", []byte(`{"requestId":"x","agentId":10}`)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "poison dead letters", func() bool { return len(deadLetters(t, f.js)) == 2 })
+	poll.Until(t, 15*time.Second, "poison dead letters", func() bool { return len(deadLetters(t, f.js)) == 2 })
 	for _, dl := range deadLetters(t, f.js) {
 		if !strings.HasPrefix(dl.Reason, "poison:") {
 			t.Fatalf("dead letter %+v", dl)
@@ -530,7 +520,7 @@ func TestPoisonAndExhaustedRequestsAreDeadLettered(t *testing.T) {
 	if _, err := emergence.Publish(ctx, f.js, emergence.Request{RequestID: "cron:1:2026-04-03T18:00:00Z", AgentID: 11, Source: emergence.SourceCron}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "exhausted dead letter", func() bool { return len(deadLetters(t, f.js)) == 3 })
+	poll.Until(t, 15*time.Second, "exhausted dead letter", func() bool { return len(deadLetters(t, f.js)) == 3 })
 	dl := deadLetters(t, f.js)[2]
 	if !strings.Contains(dl.Reason, "lease was held at each of 3 deliveries") || dl.MsgID != "cron:1:2026-04-03T18:00:00Z" {
 		t.Fatalf("dead letter %+v", dl)
@@ -631,7 +621,7 @@ func TestRequestsWaitForAWorker(t *testing.T) {
 	t.Cleanup(w2.Stop)
 	// Both requests are handled; the second finds MEMORY.md already consolidated by the first
 	// and consolidates again on top (the fake model always adds a line).
-	waitFor(t, "the new worker to handle both requests", func() bool {
+	poll.Until(t, 15*time.Second, "the new worker to handle both requests", func() bool {
 		done := map[string]bool{}
 		for _, r := range f.runs(13) {
 			if r.Status == store.RunCompleted {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/matememory/matememory/pkg/internal/llm/llmtest"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
 )
@@ -31,7 +32,7 @@ func TestEmergenceHonoursRetryAfter(t *testing.T) {
 	if st != 500 || !strings.Contains(a.Msg, "will be retried") {
 		t.Fatalf("429: %d %+v", st, a)
 	}
-	waitFor(t, "the retry", func() bool { return f.runs(7)[0].Status == store.RunSkipped })
+	poll.Until(t, 15*time.Second, "the retry", func() bool { return f.runs(7)[0].Status == store.RunSkipped })
 	mu.Lock()
 	defer mu.Unlock()
 	if gap := calls[1].Sub(calls[0]); gap < 2*time.Second {

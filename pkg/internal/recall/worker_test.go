@@ -12,6 +12,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/internal/bus"
 	"github.com/matememory/matememory/pkg/internal/bus/bustest"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/recall"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
@@ -22,17 +23,6 @@ type observed struct {
 	c   recall.Change
 	res recall.SyncResult
 	err error
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func TestWorkerIndexesRedeliveryAndCrashPaths(t *testing.T) {
@@ -111,7 +101,7 @@ func TestWorkerIndexesRedeliveryAndCrashPaths(t *testing.T) {
 		}
 
 		// 3. An edit: the indexed notice refreshes the cached agent on this replica.
-		waitFor(t, "agent 7 cached", func() bool { found("Lisbon"); n, _ := r.se.CacheStats(); return n == 1 })
+		poll.Until(t, 10*time.Second, "agent 7 cached", func() bool { found("Lisbon"); n, _ := r.se.CacheStats(); return n == 1 })
 		if _, _, err := ws.Edit(ctx, 7, "memory/2026-05-31.md", "Lisbon", "Porto", false, workspace.AnyVersion, ch); err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +109,7 @@ func TestWorkerIndexesRedeliveryAndCrashPaths(t *testing.T) {
 			t.Fatalf("edit: %+v", o)
 		}
 		// The indexed notice refreshes the cached agent in the background, before any search.
-		waitFor(t, "the indexed notice to refresh the cache", func() bool {
+		poll.Until(t, 10*time.Second, "the indexed notice to refresh the cache", func() bool {
 			var ag store.RecallAgent
 			db.DB.Where("agent_id = 7").Take(&ag)
 			return r.se.CachedGeneration(7) == ag.Generation
@@ -168,7 +158,7 @@ func TestWorkerIndexesRedeliveryAndCrashPaths(t *testing.T) {
 		if _, err := js.Publish(ctx, "mate.recall.index.7", []byte("{not json")); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the poison message in MATE_DLQ", func() bool {
+		poll.Until(t, 10*time.Second, "the poison message in MATE_DLQ", func() bool {
 			dl, err := bus.ListDeadLetters(ctx, js, 0, "", 10)
 			return err == nil && len(dl) == 1 && strings.Contains(dl[0].Reason, "undecodable")
 		})
@@ -311,7 +301,7 @@ func TestWorkerBatchesAnAgentsMessages(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "every message acknowledged", func() bool {
+		poll.Until(t, 10*time.Second, "every message acknowledged", func() bool {
 			ci, err := cons.Info(ctx)
 			return err == nil && ci.NumPending == 0 && ci.NumAckPending == 0
 		})

@@ -19,6 +19,7 @@ import (
 	"github.com/matememory/matememory/pkg/internal/cronjob"
 	"github.com/matememory/matememory/pkg/internal/emergence"
 	"github.com/matememory/matememory/pkg/internal/ledger"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/scheduler"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
@@ -153,18 +154,6 @@ func (f *fixture) requests(t *testing.T) []emergence.Request {
 	return out
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // settle waits until every scheduler that is leader has made n more passes, so that any
 // extra publication it would make has been made.
 func settle(t *testing.T, n int64, ss ...*scheduler.Scheduler) {
@@ -173,7 +162,7 @@ func settle(t *testing.T, n int64, ss ...*scheduler.Scheduler) {
 	for i, s := range ss {
 		start[i] = s.Stats().Ticks
 	}
-	waitFor(t, "scheduler passes", func() bool {
+	poll.Until(t, 10*time.Second, "scheduler passes", func() bool {
 		leaders := 0
 		for i, s := range ss {
 			if s.Leader() {
@@ -208,7 +197,7 @@ func (f *fixture) runMinutes(t *testing.T, j cronjob.Job, n int, ss ...*schedule
 		slot := f.nextRun(t, j.ID)
 		want = append(want, slot)
 		f.clk.Set(slot.Add(time.Second))
-		waitFor(t, "slot "+slot.String()+" to be claimed", func() bool { return f.nextRun(t, j.ID).After(slot) })
+		poll.Until(t, 10*time.Second, "slot "+slot.String()+" to be claimed", func() bool { return f.nextRun(t, j.ID).After(slot) })
 		settle(t, 3, ss...)
 	}
 	return want
@@ -229,7 +218,7 @@ func TestTwoSchedulersFireEachSlotOnce(t *testing.T) {
 		j := f.job(t, 1, "* * * * *", cronjob.TaskEmergence)
 		a := f.start(t, "scheduler-a")
 		b := f.start(t, "scheduler-b")
-		waitFor(t, "a leader", func() bool { return a.Leader() || b.Leader() })
+		poll.Until(t, 10*time.Second, "a leader", func() bool { return a.Leader() || b.Leader() })
 		if a.Leader() && b.Leader() {
 			t.Fatal("both schedulers hold the leader lease")
 		}
@@ -262,7 +251,7 @@ func TestRacingSchedulersWithoutLeaderStillFireOnce(t *testing.T) {
 		for _, n := range []string{"x", "y", "z"} {
 			ss = append(ss, f.start(t, "scheduler-"+n, scheduler.WithLeaderBucket("leader_"+n)))
 		}
-		waitFor(t, "three leaders", func() bool { return ss[0].Leader() && ss[1].Leader() && ss[2].Leader() })
+		poll.Until(t, 10*time.Second, "three leaders", func() bool { return ss[0].Leader() && ss[1].Leader() && ss[2].Leader() })
 		want := f.runMinutes(t, j, 6, ss...)
 		if got, w := strings.Join(slotsOf(f.requests(t)), " "), strings.Join(fmtAll(want), " "); got != w {
 			t.Fatalf("requests for slots %s, want exactly %s", got, w)
@@ -292,7 +281,7 @@ func TestSlotMissedWhileDownFiresOnce(t *testing.T) {
 		f.clk.Set(missed.Add(2*time.Minute + 30*time.Second))
 		latest := missed.Add(2 * time.Minute)
 		s2 := f.start(t, "scheduler-2")
-		waitFor(t, "catch-up", func() bool { return f.nextRun(t, j.ID).After(latest) })
+		poll.Until(t, 10*time.Second, "catch-up", func() bool { return f.nextRun(t, j.ID).After(latest) })
 		settle(t, 3, s2)
 		// Restarted again with the clock where it is: nothing more fires.
 		s2.Stop()
@@ -318,7 +307,7 @@ func TestSlotMissedWhileDownFiresOnce(t *testing.T) {
 		slot := *daily.NextRunTime
 		f.clk.Set(slot.Add(3 * time.Hour))
 		s4 := f.start(t, "scheduler-4")
-		waitFor(t, "skip", func() bool {
+		poll.Until(t, 10*time.Second, "skip", func() bool {
 			return f.nextRun(t, daily.ID).After(f.clk.Now()) && f.nextRun(t, j.ID).After(f.clk.Now())
 		})
 		settle(t, 3, s4)
@@ -353,7 +342,7 @@ func TestRepublishedSlotIsDeduplicated(t *testing.T) {
 		}
 		f.clk.Set(slot.Add(10 * time.Second))
 		s := f.start(t, "scheduler-1")
-		waitFor(t, "advance", func() bool { return f.nextRun(t, j.ID).After(slot) })
+		poll.Until(t, 10*time.Second, "advance", func() bool { return f.nextRun(t, j.ID).After(slot) })
 		if n := len(f.requests(t)); n != 1 {
 			t.Fatalf("%d requests stored for one slot", n)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/internal/lease"
 	"github.com/matememory/matememory/pkg/internal/llm/llmtest"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
 )
@@ -62,7 +63,7 @@ func (h *harness) daily(agent int64) string {
 func afterCooldown(t *testing.T, h *harness, svc *Service) {
 	t.Helper()
 	until := h.record(svc, 1).CooldownUntil
-	eventually(t, 10*time.Second, "the cooldown's end", func() bool { return time.Now().After(until) })
+	poll.Until(t, 10*time.Second, "the cooldown's end", func() bool { return time.Now().After(until) })
 }
 
 // While the cooldown runs, the first deferred event waits and the others are acknowledged

@@ -14,6 +14,7 @@ import (
 	"github.com/matememory/matememory/pkg/internal/ledger"
 	"github.com/matememory/matememory/pkg/internal/llm"
 	"github.com/matememory/matememory/pkg/internal/llm/llmtest"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/prompt"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
@@ -77,7 +78,7 @@ func TestEditsAppliedExactly(t *testing.T) {
 		h.conversation(11, "c1", "t11", 4)
 		h.worker(h.service("w1"))
 		h.publish(completed(11, "c1", "e-edits", 4))
-		eventually(t, 20*time.Second, "settled", func() bool { return h.settled() && len(h.runs("e-edits")) > 0 })
+		poll.Until(t, 20*time.Second, "settled", func() bool { return h.settled() && len(h.runs("e-edits")) > 0 })
 
 		mem, _ := h.file(11, "MEMORY.md")
 		want := "# MEMORY.md\n\n## Preferences\n- likes coffee\n- likes tea\n\n## Projects\n- Apollo: migration in Q3\n" + padding
@@ -142,7 +143,7 @@ func TestEditAnchorRefusedLeavesTheFile(t *testing.T) {
 				h.worker(h.service("w1"))
 				event := fmt.Sprintf("e-anchor-%d", i)
 				h.publish(completed(agent, "c1", event, 4))
-				eventually(t, 20*time.Second, "settled", func() bool { return h.settled() && len(h.runs(event)) > 0 })
+				poll.Until(t, 20*time.Second, "settled", func() bool { return h.settled() && len(h.runs(event)) > 0 })
 
 				if mem, _ := h.file(agent, "MEMORY.md"); mem.Content != memory {
 					t.Fatalf("MEMORY.md changed:\n%s", mem.Content)
@@ -195,7 +196,7 @@ func TestToolEditDuringEditsExtractionSurvives(t *testing.T) {
 		h.conversation(12, "c1", "t12", 4)
 		h.worker(h.service("w1"))
 		h.publish(completed(12, "c1", "e-tool-edits", 4))
-		eventually(t, 20*time.Second, "settled", func() bool { return h.settled() && len(h.runs("e-tool-edits")) > 0 })
+		poll.Until(t, 20*time.Second, "settled", func() bool { return h.settled() && len(h.runs("e-tool-edits")) > 0 })
 		mem, _ := h.file(12, "MEMORY.md")
 		if !strings.Contains(mem.Content, "- likes coffee\n- SUMMARIZER: likes tea\n\n## Projects") ||
 			!strings.HasSuffix(mem.Content, "- TOOL: the user moved to Berlin.\n") {
@@ -289,7 +290,7 @@ func TestEditsPassTheGuard(t *testing.T) {
 				h.worker(h.service("w1"))
 				event := fmt.Sprintf("e-guard-%d", i)
 				h.publish(completed(agent, "c1", event, 4))
-				eventually(t, 20*time.Second, "settled", func() bool { return h.settled() && len(h.runs(event)) > 0 })
+				poll.Until(t, 20*time.Second, "settled", func() bool { return h.settled() && len(h.runs(event)) > 0 })
 				mem, _ := h.file(agent, "MEMORY.md")
 				c.check(t, mem.Content, h.runs(event))
 			})
@@ -319,7 +320,7 @@ func TestEditsCommitWithTheDailyNote(t *testing.T) {
 		}
 		h.worker(svc)
 		h.publish(completed(13, "c1", "e-edits-crash", 4))
-		eventually(t, 20*time.Second, "settled", func() bool {
+		poll.Until(t, 20*time.Second, "settled", func() bool {
 			r := h.runs("e-edits-crash")
 			return h.settled() && len(r) > 0 && r[0].Status == store.RunCompleted
 		})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/internal/bus"
 	"github.com/matememory/matememory/pkg/internal/llm/llmtest"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
 	"github.com/matememory/matememory/pkg/internal/workspace"
@@ -44,7 +45,7 @@ func TestLLMFailuresRetryThenDeadLetter(t *testing.T) {
 			before := h.fileSnapshot()
 			h.worker(h.service("w1"))
 			h.publish(completed(3, "c1", "e-fail", 4))
-			eventually(t, 30*time.Second, "the event to be dead-lettered", h.settled)
+			poll.Until(t, 30*time.Second, "the event to be dead-lettered", h.settled)
 
 			if got := fake.Calls.Load(); got != int64(c.attempts) {
 				t.Fatalf("LLM called %d times, want %d", got, c.attempts)
@@ -91,7 +92,7 @@ func TestPoisonMessagesDeadLettered(t *testing.T) {
 	if _, err := h.js.Publish(ctx, "mate.memory.summarize.5", []byte(`{"requestId":"r","agentId":6,"conversationId":"c"}`)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "poison settled", h.settled)
+	poll.Until(t, 10*time.Second, "poison settled", h.settled)
 	dl, err := bus.ListDeadLetters(ctx, h.js, 0, "", 10)
 	if err != nil || len(dl) != 3 {
 		t.Fatalf("dead letters %+v %v", dl, err)
@@ -138,7 +139,7 @@ func TestWorkerStoppedMidExtraction(t *testing.T) {
 		hang.Store(false)
 		w1.Stop() // interrupts the hanging call; the delivery is NAKed, the lease released
 		h.worker(h.service("w2"))
-		eventually(t, 20*time.Second, "the event processed by the second worker", h.settled)
+		poll.Until(t, 20*time.Second, "the event processed by the second worker", h.settled)
 		notes, _ := h.ws.ListContent(context.Background(), 4, "memory/", 0)
 		if len(notes) != 1 || strings.Count(notes[0].Content, "covered t4-1") != 1 {
 			t.Fatalf("daily notes: %+v", notes)
@@ -184,7 +185,7 @@ func TestWorkerCrashMidExtraction(t *testing.T) {
 		workerConn.Close()
 		leaseConn.Close()
 		h.worker(h.service("w2"))
-		eventually(t, 30*time.Second, "the event processed by the second worker", func() bool {
+		poll.Until(t, 30*time.Second, "the event processed by the second worker", func() bool {
 			return h.settled() && len(h.runs("e-crash-mid")) > 0 && h.runs("e-crash-mid")[0].Status == store.RunCompleted
 		})
 		notes, _ := h.ws.ListContent(context.Background(), 4, "memory/", 0)
@@ -220,7 +221,7 @@ func TestCrashBeforeCommit(t *testing.T) {
 		}
 		h.worker(svc)
 		h.publish(completed(5, "c1", "e-crash", 4))
-		eventually(t, 20*time.Second, "the event settled", h.settled)
+		poll.Until(t, 20*time.Second, "the event settled", h.settled)
 		notes, _ := h.ws.ListContent(context.Background(), 5, "memory/", 0)
 		if len(notes) != 1 {
 			t.Fatalf("daily notes: %+v", notes)
@@ -230,7 +231,7 @@ func TestCrashBeforeCommit(t *testing.T) {
 		}
 		// The messages that arrived during the crash are extracted by a later event.
 		h.publish(completed(5, "c1", "e-crash-2", 6))
-		eventually(t, 20*time.Second, "the second event settled", func() bool {
+		poll.Until(t, 20*time.Second, "the second event settled", func() bool {
 			return h.settled() && len(h.runs("e-crash-2")) > 0
 		})
 		notes, _ = h.ws.ListContent(context.Background(), 5, "memory/", 0)
@@ -265,7 +266,7 @@ func TestToolEditDuringExtractionSurvives(t *testing.T) {
 		h.conversation(6, "c1", "t6-1", 4)
 		h.worker(h.service("w1"))
 		h.publish(completed(6, "c1", "e-tool", 4))
-		eventually(t, 20*time.Second, "settled", func() bool { return h.settled() && len(h.runs("e-tool")) > 0 })
+		poll.Until(t, 20*time.Second, "settled", func() bool { return h.settled() && len(h.runs("e-tool")) > 0 })
 		mem, _ := h.file(6, "MEMORY.md")
 		if !strings.Contains(mem.Content, "- TOOL: the user moved to Berlin.") || !strings.Contains(mem.Content, "- SUMMARIZER: the user likes tea.") {
 			t.Fatalf("MEMORY.md lost an update:\n%s", mem.Content)
@@ -303,7 +304,7 @@ func TestDestructiveRewriteRefused(t *testing.T) {
 	h.conversation(8, "c1", "t8-1", 4)
 	h.worker(h.service("w1"))
 	h.publish(completed(8, "c1", "e-refuse", 4))
-	eventually(t, 20*time.Second, "settled", func() bool { return h.settled() && len(h.runs("e-refuse")) > 0 })
+	poll.Until(t, 20*time.Second, "settled", func() bool { return h.settled() && len(h.runs("e-refuse")) > 0 })
 	mem, _ := h.file(8, "MEMORY.md")
 	if mem.Content != long {
 		t.Fatalf("MEMORY.md changed:\n%s", mem.Content)
@@ -324,7 +325,7 @@ func TestOfflineProvider(t *testing.T) {
 	beforeP, _ := h.file(9, "PROFILE.md")
 	h.worker(h.service("w1"))
 	h.publish(completed(9, "c1", "e-off", 4))
-	eventually(t, 20*time.Second, "settled", func() bool { return h.settled() && len(h.runs("e-off")) > 0 })
+	poll.Until(t, 20*time.Second, "settled", func() bool { return h.settled() && len(h.runs("e-off")) > 0 })
 	notes, _ := h.ws.ListContent(context.Background(), 9, "memory/", 0)
 	if len(notes) != 1 || !strings.Contains(notes[0].Content, "离线摘要") || !strings.Contains(notes[0].Content, "用户: t9-1 question 0") ||
 		!strings.Contains(notes[0].Content, "助手: t9-1 answer 3") {

@@ -14,6 +14,7 @@ import (
 	"github.com/matememory/matememory/pkg/internal/config"
 	"github.com/matememory/matememory/pkg/internal/ledger"
 	"github.com/matememory/matememory/pkg/internal/llm/llmtest"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
 )
@@ -164,7 +165,7 @@ func summarizeManually(t *testing.T, h *harness, url string, agent int64, conv s
 	}
 	t.Logf("manual summarize of %s: the first attempt failed (%s); waiting for its retry", conv, reason)
 	o.Retried = true
-	eventually(t, h.set.ManualTimeout, "the retried manual request's final run", func() bool {
+	poll.Until(t, h.set.ManualTimeout, "the retried manual request's final run", func() bool {
 		runs := h.runs(request)
 		last := runs[0]
 		if last.Status == store.RunFailed && !strings.Contains(last.Reason, "dead-lettered") {
@@ -192,7 +193,7 @@ func TestManualSummarize(t *testing.T) {
 
 		// An automatic extraction starts the 5-minute cooldown...
 		h.publish(completed(1, "c1", "e-auto", 4))
-		eventually(t, 20*time.Second, "auto event settled", h.settled)
+		poll.Until(t, 20*time.Second, "auto event settled", h.settled)
 		// ...which a manual request does not wait for: answered completed, or (its first
 		// attempt failing transiently) answered 500 and completed by the retry.
 		o := summarizeManually(t, h, url("c2"), 1, "c2")
@@ -277,7 +278,7 @@ func TestManualSummarizeAnswersAtOnceWithoutWorker(t *testing.T) {
 	}
 	// The request stays queued: a worker started now runs it.
 	h.worker(h.service("w1"))
-	eventually(t, 20*time.Second, "the queued request ran", func() bool {
+	poll.Until(t, 20*time.Second, "the queued request ran", func() bool {
 		runs := h.runs(o.RequestID)
 		return len(runs) > 0 && runs[0].Status == store.RunCompleted
 	})
@@ -290,7 +291,7 @@ func TestDeadLetterEndpoints(t *testing.T) {
 	if _, err := h.js.Publish(context.Background(), "mate.conversation.completed.5", []byte(`{"eventId":"bad","agentId":5}`)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "dead-lettered", h.settled)
+	poll.Until(t, 10*time.Second, "dead-lettered", h.settled)
 	if st, _ := call(t, "GET", srv.URL+"/api/v1/admin/dlq", "k1", ""); st != 403 {
 		t.Fatalf("non-admin key: %d", st)
 	}
@@ -319,7 +320,7 @@ func TestDeadLetterEndpoints(t *testing.T) {
 		t.Fatalf("second retry: %d", st)
 	}
 	// Still poison: dead-lettered again, with the new stream sequence.
-	eventually(t, 10*time.Second, "dead-lettered again", func() bool {
+	poll.Until(t, 10*time.Second, "dead-lettered again", func() bool {
 		_, r := call(t, "GET", srv.URL+"/api/v1/admin/dlq", "ops", "")
 		_ = json.Unmarshal(r.Data, &list)
 		return list.Count == 1 && list.DeadLetters[0].Seq != seq

@@ -9,6 +9,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/event"
 	"github.com/matememory/matememory/pkg/internal/bus"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
 )
@@ -32,7 +33,7 @@ func TestEventIDFromHeaders(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 20*time.Second, "settled", h.settled)
+	poll.Until(t, 20*time.Second, "settled", h.settled)
 	for _, id := range []string{"wm-uuid-1", "msg-id-2"} {
 		runs := h.runs(id)
 		if len(runs) == 0 || runs[0].Status != store.RunCompleted {

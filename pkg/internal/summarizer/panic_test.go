@@ -13,6 +13,7 @@ import (
 	"github.com/matememory/matememory/pkg/internal/llm"
 	"github.com/matememory/matememory/pkg/internal/llm/llmtest"
 	"github.com/matememory/matememory/pkg/internal/panics"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
 )
@@ -55,7 +56,7 @@ func TestPanicWhileHandlingIsRetried(t *testing.T) {
 	defer w.Stop()
 
 	h.publish(completed(4, "c1", "e-panic", 4))
-	eventually(t, 30*time.Second, "the event extracted after the panic", func() bool {
+	poll.Until(t, 30*time.Second, "the event extracted after the panic", func() bool {
 		for _, r := range h.runs("e-panic") {
 			if r.Status == store.RunCompleted {
 				return true
@@ -71,7 +72,7 @@ func TestPanicWhileHandlingIsRetried(t *testing.T) {
 	}
 	// The worker goes on with the next event.
 	h.publish(completed(4, "c2", "e-after", 4))
-	eventually(t, 60*time.Second, "the next event extracted", func() bool {
+	poll.Until(t, 60*time.Second, "the next event extracted", func() bool {
 		return strings.Contains(h.daily(4), "covered t4-2")
 	})
 }

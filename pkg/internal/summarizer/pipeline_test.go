@@ -15,6 +15,7 @@ import (
 	"github.com/matememory/matememory/pkg/internal/conversation"
 	"github.com/matememory/matememory/pkg/internal/ledger"
 	"github.com/matememory/matememory/pkg/internal/llm/llmtest"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
 	"github.com/matememory/matememory/pkg/internal/workspace"
@@ -60,7 +61,7 @@ func TestEventWritesFilesAsTheSpecSays(t *testing.T) {
 		if ack.Stream != bus.StreamEvents || ack.Seq == 0 || ack.Duplicate {
 			t.Fatalf("ack %+v", ack)
 		}
-		eventually(t, 20*time.Second, "the event to be settled", func() bool {
+		poll.Until(t, 20*time.Second, "the event to be settled", func() bool {
 			return h.settled() && len(h.runs("evt-files")) > 0
 		})
 
@@ -155,7 +156,7 @@ func TestPreChecksSkip(t *testing.T) {
 	for _, c := range cases {
 		h.publish(c.ev)
 	}
-	eventually(t, 20*time.Second, "all pre-check events settled", h.settled)
+	poll.Until(t, 20*time.Second, "all pre-check events settled", h.settled)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			runs := h.runs(c.ev.EventID)
@@ -228,7 +229,7 @@ func TestTwoWorkersNeverOverlapOnAnAgent(t *testing.T) {
 				h.publish(completed(int64(a), fmt.Sprintf("c%d", c), fmt.Sprintf("e-%d-%d", a, c), 4))
 			}
 		}
-		eventually(t, 60*time.Second, "all events settled", h.settled)
+		poll.Until(t, 60*time.Second, "all events settled", h.settled)
 		for a := 1; a <= agents; a++ {
 			notes, err := h.ws.ListContent(context.Background(), int64(a), "memory/", 0)
 			if err != nil || len(notes) != 1 {
@@ -294,7 +295,7 @@ func TestCooldownCoalescesWithoutDropping(t *testing.T) {
 		for c := 1; c <= n; c++ {
 			h.publish(completed(1, fmt.Sprintf("c%d", c), fmt.Sprintf("e-%d", c), 4))
 		}
-		eventually(t, 90*time.Second, "all 50 events settled", h.settled)
+		poll.Until(t, 90*time.Second, "all 50 events settled", h.settled)
 		notes, err := h.ws.ListContent(context.Background(), 1, "memory/", 0)
 		if err != nil || len(notes) != 1 {
 			t.Fatalf("daily notes %v %v", notes, err)
@@ -334,13 +335,13 @@ func TestFlushRequestExtractsUnderCooldown(t *testing.T) {
 	h.conversation(2, "long", "t2-2", 6)
 	h.worker(h.service("w1"))
 	h.publish(completed(2, "c1", "e-first", 4)) // starts a cooldown
-	eventually(t, 10*time.Second, "first event settled", func() bool { return h.settled() && len(h.runs("e-first")) > 0 })
+	poll.Until(t, 10*time.Second, "first event settled", func() bool { return h.settled() && len(h.runs("e-first")) > 0 })
 	// The same body the window publishes (pkg/internal/window FlushRequest).
 	body := `{"agentId":2,"conversationId":"long","reason":"context-eviction","requestId":"ctx-evict-2-x-6","requestedAt":"2026-04-03T10:00:00Z"}`
 	if _, err := h.js.Publish(context.Background(), "mate.memory.summarize.2", []byte(body)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "flush settled", func() bool {
+	poll.Until(t, 10*time.Second, "flush settled", func() bool {
 		r := h.runs("ctx-evict-2-x-6")
 		return h.settled() && len(r) > 0 && r[0].Status == store.RunCompleted
 	})

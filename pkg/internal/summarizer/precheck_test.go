@@ -9,6 +9,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/event"
 	"github.com/matememory/matememory/pkg/internal/conversation"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
 )
@@ -58,7 +59,7 @@ func TestPreCheckConformance(t *testing.T) {
 			h.publish(e)
 			ids[i] = e.EventID
 		}
-		eventually(t, 20*time.Second, "all events settled", h.settled)
+		poll.Until(t, 20*time.Second, "all events settled", h.settled)
 		for i, c := range cases {
 			runs := h.runs(ids[i])
 			if len(runs) == 0 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/internal/conversation"
 	"github.com/matememory/matememory/pkg/internal/llm/llmtest"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
 )
 
@@ -42,7 +43,7 @@ func TestSecretsMaskedBeforeTheModelAndInTheLedger(t *testing.T) {
 		}
 		h.worker(h.service("w1"))
 		h.publish(completed(8, "c1", "evt-secret", 4))
-		eventually(t, 20*time.Second, "the run", func() bool { return h.settled() && len(h.runs("evt-secret")) > 0 })
+		poll.Until(t, 20*time.Second, "the run", func() bool { return h.settled() && len(h.runs("evt-secret")) > 0 })
 		mu.Lock()
 		sent := strings.Join(prompts, "\n")
 		mu.Unlock()

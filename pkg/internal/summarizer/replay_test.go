@@ -12,6 +12,7 @@ import (
 	"github.com/matememory/matememory/pkg/internal/bus"
 	"github.com/matememory/matememory/pkg/internal/bus/bustest"
 	"github.com/matememory/matememory/pkg/internal/llm/llmtest"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
 )
@@ -36,7 +37,7 @@ func TestReplayOfProcessedEventsChangesNothing(t *testing.T) {
 				h.publish(completed(int64(a), fmt.Sprintf("c%d", c), fmt.Sprintf("e-%d-%d", a, c), 4))
 			}
 		}
-		eventually(t, 60*time.Second, "100 events settled", h.settled)
+		poll.Until(t, 60*time.Second, "100 events settled", h.settled)
 		h.stopWorkers()
 		before := h.snapshot()
 		calls := fake.Calls.Load()
@@ -100,7 +101,7 @@ func TestReplayExtractsWhatWasNeverExtracted(t *testing.T) {
 	svc := h.service("w1")
 	h.worker(svc)
 	h.publish(completed(2, "c1", "e-dl", 4))
-	eventually(t, 20*time.Second, "dead-lettered", h.settled)
+	poll.Until(t, 20*time.Second, "dead-lettered", h.settled)
 	h.stopWorkers()
 	down.Store(false)
 	var out bytes.Buffer
@@ -120,7 +121,7 @@ func TestReplayExtractsWhatWasNeverExtracted(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.worker(svc)
-	eventually(t, 20*time.Second, "retried event settled", h.settled)
+	poll.Until(t, 20*time.Second, "retried event settled", h.settled)
 	if after := h.snapshot(); after != before {
 		t.Fatalf("retry after replay changed state:\nbefore %s\nafter %s", before, after)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/event"
 	"github.com/matememory/matememory/pkg/internal/bus"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
 )
@@ -45,7 +46,7 @@ func TestEventIDsAreScopedByAgent(t *testing.T) {
 			t.Fatalf("a retry by the same agent was stored again: %+v", again)
 		}
 		h.worker(h.service("w1"))
-		eventually(t, 20*time.Second, "both events settled", func() bool {
+		poll.Until(t, 20*time.Second, "both events settled", func() bool {
 			return h.settled() && countMsgs(1) == 2 && countMsgs(2) == 2
 		})
 
@@ -66,7 +67,7 @@ func TestEventIDsAreScopedByAgent(t *testing.T) {
 			jetstream.WithMsgID("after-window-1")); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 20*time.Second, "agent 3's messages stored", func() bool {
+		poll.Until(t, 20*time.Second, "agent 3's messages stored", func() bool {
 			return h.settled() && countMsgs(3) == 2
 		})
 		if n := countMsgs(1); n != 2 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/matememory/matememory/pkg/internal/llm/llmtest"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
 )
@@ -33,7 +34,7 @@ func TestStopBeforeCommitFinishesTheExtraction(t *testing.T) {
 		}
 		stopping <- h.worker(svc)
 		h.publish(completed(6, "c1", "e-stop", 4))
-		eventually(t, 20*time.Second, "the run recorded", func() bool { return len(h.runs("e-stop")) > 0 })
+		poll.Until(t, 20*time.Second, "the run recorded", func() bool { return len(h.runs("e-stop")) > 0 })
 		runs := h.runs("e-stop")
 		r := runs[len(runs)-1]
 		if r.Status != store.RunCompleted || !slices.ContainsFunc(r.FilesChanged, func(f string) bool { return strings.HasPrefix(f, "memory/") }) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/matememory/matememory/pkg/internal/lease"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
 )
@@ -52,7 +53,7 @@ func TestStrandedEventsAreSweptUp(t *testing.T) {
 		down.Store(false)
 		svc.set.SweepEvery = 100 * time.Millisecond
 		h.worker(svc)
-		eventually(t, 20*time.Second, "the coalesced events' ledger rows", func() bool {
+		poll.Until(t, 20*time.Second, "the coalesced events' ledger rows", func() bool {
 			return len(h.runs("e-3")) == 1 && len(h.runs("e-4")) == 1
 		})
 		for _, e := range []string{"e-3", "e-4"} {

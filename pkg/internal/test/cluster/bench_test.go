@@ -26,6 +26,7 @@ import (
 	"github.com/matememory/matememory/pkg/event"
 	"github.com/matememory/matememory/pkg/eventpub"
 	"github.com/matememory/matememory/pkg/internal/config"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
 	"github.com/matememory/matememory/pkg/internal/summarizer"
 )
@@ -131,7 +132,7 @@ func (be *benchEnv) drained() (bool, string) {
 func (be *benchEnv) run(b *testing.B, events []*event.ConversationCompletedEvent) (total, publish time.Duration) {
 	start := time.Now()
 	publish = be.publish(b, events)
-	eventually(b, 30*time.Minute, "every event settled", be.drained)
+	poll.UntilReason(b, 30*time.Minute, "every event settled", be.drained, poll.Every(100*time.Millisecond))
 	return time.Since(start), publish
 }
 

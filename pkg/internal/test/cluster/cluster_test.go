@@ -18,6 +18,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/client"
 	"github.com/matememory/matememory/pkg/event"
+	"github.com/matememory/matememory/pkg/internal/poll"
 )
 
 // The two pipeline tests each run a cluster, an API and several summarizers; they take
@@ -73,7 +74,7 @@ func interleaved(agents, convs int) []*event.ConversationCompletedEvent {
 func streamLeader(t *testing.T, js jetstream.JetStream, name string) int {
 	t.Helper()
 	var idx int
-	eventually(t, 30*time.Second, name+" has a leader", func() (bool, string) {
+	poll.UntilReason(t, 30*time.Second, name+" has a leader", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
 		s, err := js.Stream(ctx, name)
@@ -89,7 +90,7 @@ func streamLeader(t *testing.T, js jetstream.JetStream, name string) int {
 		}
 		_, err = fmt.Sscanf(info.Cluster.Leader, "n%d", &idx)
 		return err == nil, info.Cluster.Leader
-	})
+	}, poll.Every(100*time.Millisecond))
 	return idx - 1
 }
 
@@ -121,20 +122,20 @@ func TestNodeLossKeepsEveryEvent(t *testing.T) {
 
 		// Kill the stream leader once a quarter is in, keep it down for at least 3 s of
 		// publishing, then restart it while publishing goes on.
-		eventually(t, 60*time.Second, "a quarter published", func() (bool, string) {
+		poll.UntilReason(t, 60*time.Second, "a quarter published", func() (bool, string) {
 			return count.Load() >= int64(len(events)/4), fmt.Sprint(count.Load())
-		})
+		}, poll.Every(100*time.Millisecond))
 		victim := streamLeader(t, js, "MATE_EVENTS")
 		t.Logf("killing node n%d (MATE_EVENTS leader) after %d events", victim+1, count.Load())
 		e.nats.Kill(victim)
 		killedAt := time.Now()
-		eventually(t, 60*time.Second, "the API ready on two nodes", func() (bool, string) {
+		poll.UntilReason(t, 60*time.Second, "the API ready on two nodes", func() (bool, string) {
 			st, body := httpGet("http://" + api.Addr + "/readyz")
 			return st == 200, body
-		})
-		eventually(t, 90*time.Second, "publishing goes on without the node", func() (bool, string) {
+		}, poll.Every(100*time.Millisecond))
+		poll.UntilReason(t, 90*time.Second, "publishing goes on without the node", func() (bool, string) {
 			return count.Load() >= int64(len(events)*2/3) && time.Since(killedAt) > 3*time.Second, fmt.Sprint(count.Load())
-		})
+		}, poll.Every(100*time.Millisecond))
 		t.Logf("restarting node n%d after %d events", victim+1, count.Load())
 		e.nats.Restart(victim)
 		<-done
@@ -181,14 +182,14 @@ func TestSummarizerKilledMidWork(t *testing.T) {
 			publishAll(t, c, events, 8, 0, &pub, nil)
 		}()
 
-		eventually(t, 60*time.Second, "summarizer-1 in an LLM call, after some work", func() (bool, string) {
+		poll.UntilReason(t, 60*time.Second, "summarizer-1 in an LLM call, after some work", func() (bool, string) {
 			return llm.doneCalls.Load() >= 15 && llm.inFlight("summarizer-1") > 0, fmt.Sprintf("%d calls done", llm.doneCalls.Load())
-		})
+		}, poll.Every(100*time.Millisecond))
 		s1.kill(t)
 		t.Logf("killed summarizer-1 after %d LLM calls", llm.doneCalls.Load())
-		eventually(t, 60*time.Second, "summarizer-2 in an LLM call, after more work", func() (bool, string) {
+		poll.UntilReason(t, 60*time.Second, "summarizer-2 in an LLM call, after more work", func() (bool, string) {
 			return llm.doneCalls.Load() >= 40 && llm.inFlight("summarizer-2") > 0, fmt.Sprintf("%d calls done", llm.doneCalls.Load())
-		})
+		}, poll.Every(100*time.Millisecond))
 		took := s2.terminate(t, 30*time.Second)
 		t.Logf("summarizer-2 stopped %s after SIGTERM, after %d LLM calls", took.Round(time.Millisecond), llm.doneCalls.Load())
 		<-done
@@ -302,7 +303,7 @@ func TestSchedulerKilledNoSlotLostOrDoubled(t *testing.T) {
 
 		leader := func() *proc {
 			var l *proc
-			eventually(t, 30*time.Second, "one scheduler leads", func() (bool, string) {
+			poll.UntilReason(t, 30*time.Second, "one scheduler leads", func() (bool, string) {
 				l = nil
 				n := 0
 				for _, p := range scheds {
@@ -311,7 +312,7 @@ func TestSchedulerKilledNoSlotLostOrDoubled(t *testing.T) {
 					}
 				}
 				return n == 1, fmt.Sprintf("%d leaders", n)
-			})
+			}, poll.Every(100*time.Millisecond))
 			return l
 		}
 		has := func(stream, id string) bool {
@@ -322,17 +323,17 @@ func TestSchedulerKilledNoSlotLostOrDoubled(t *testing.T) {
 			}
 			return false
 		}
-		eventually(t, time.Until(first)+40*time.Second, "the first slot fired", func() (bool, string) {
+		poll.UntilReason(t, time.Until(first)+40*time.Second, "the first slot fired", func() (bool, string) {
 			return has("MATE_AGENT_TRIGGERS", slotID(text.ID, first)) && has("MATE_EMERGENCE", slotID(emer.ID, first)), ""
-		})
+		}, poll.Every(100*time.Millisecond))
 		leader()                                             // exactly one leads before the kill
 		time.Sleep(time.Until(second.Add(-2 * time.Second))) // a moment on the clock, not an outcome
 		victim := leader()
 		victim.kill(t)
 		t.Logf("killed %s (leader) at %s", victim.name, time.Now().Format(time.TimeOnly))
-		eventually(t, time.Until(second)+60*time.Second, "the second slot fired after the hand-over", func() (bool, string) {
+		poll.UntilReason(t, time.Until(second)+60*time.Second, "the second slot fired after the hand-over", func() (bool, string) {
 			return has("MATE_AGENT_TRIGGERS", slotID(text.ID, second)) && has("MATE_EMERGENCE", slotID(emer.ID, second)), ""
-		})
+		}, poll.Every(100*time.Millisecond))
 		survivor := leader()
 		if survivor == victim {
 			t.Fatal("the killed scheduler still leads")
@@ -360,7 +361,7 @@ func TestSchedulerKilledNoSlotLostOrDoubled(t *testing.T) {
 				t.Errorf("%s: slots %v, want each of %v once", job.stream, got, want)
 			}
 		}
-		eventually(t, 60*time.Second, "the emergence worker ran each slot", func() (bool, string) {
+		poll.UntilReason(t, 60*time.Second, "the emergence worker ran each slot", func() (bool, string) {
 			runs, err := c.Runs(context.Background(), 1, client.RunFilter{Kind: "emergence", Limit: 1000})
 			if err != nil {
 				return false, err.Error()
@@ -378,7 +379,7 @@ func TestSchedulerKilledNoSlotLostOrDoubled(t *testing.T) {
 				}
 			}
 			return true, ""
-		})
+		}, poll.Every(100*time.Millisecond))
 		job := cronCall(t, "GET", fmt.Sprintf("%s/%d", base, text.ID), "")
 		if job.LastRunTime == nil || job.LastRunTime.Before(second) {
 			t.Errorf("text job's last run %v, want %s or later", job.LastRunTime, second)

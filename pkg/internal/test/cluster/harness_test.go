@@ -30,6 +30,7 @@ import (
 	"github.com/matememory/matememory/pkg/event"
 	"github.com/matememory/matememory/pkg/internal/bus/bustest"
 	"github.com/matememory/matememory/pkg/internal/llm/llmtest"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
 )
 
@@ -228,10 +229,10 @@ func (e *env) start(binary, name string, extra ...string) *proc {
 	case <-deadline:
 		e.t.Fatalf("%s printed no banner within 90 s:\n%s", name, p.tail(40))
 	}
-	eventually(e.t, 60*time.Second, name+" ready", func() (bool, string) {
+	poll.UntilReason(e.t, 60*time.Second, name+" ready", func() (bool, string) {
 		st, body := httpGet("http://" + p.Addr + "/readyz")
 		return st == 200, fmt.Sprintf("/readyz %d %s", st, body)
-	})
+	}, poll.Every(100*time.Millisecond))
 	return p
 }
 
@@ -366,22 +367,6 @@ func metric(addr, name string) float64 {
 		}
 	}
 	return 0
-}
-
-// eventually polls cond until it holds, failing with its last description at the deadline.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, desc := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within %s: %s", what, timeout, desc)
-		}
-		time.Sleep(100 * time.Millisecond) // polling interval
-	}
 }
 
 // ---- the fake LLM ----
@@ -665,7 +650,7 @@ func checkProcessed(t testing.TB, c *client.Client, pub *published, timeout time
 	}
 	sort.Slice(agents, func(i, j int) bool { return agents[i] < agents[j] })
 	done := map[int64]bool{}
-	eventually(t, timeout, "every accepted event in the daily notes", func() (bool, string) {
+	poll.UntilReason(t, timeout, "every accepted event in the daily notes", func() (bool, string) {
 		missing := 0
 		for _, a := range agents {
 			if done[a] {
@@ -690,12 +675,12 @@ func checkProcessed(t testing.TB, c *client.Client, pub *published, timeout time
 			done[a] = complete
 		}
 		return missing == 0, fmt.Sprintf("%d accepted events not yet in the daily notes", missing)
-	})
+	}, poll.Every(100*time.Millisecond))
 	// The ledger: each event has a completed run (an extraction, or "covered by an earlier
 	// extraction"); each conversation was appended by exactly one run.
 	for _, a := range agents {
 		var runs []client.Run
-		eventually(t, 30*time.Second, fmt.Sprintf("agent %d's runs recorded", a), func() (bool, string) {
+		poll.UntilReason(t, 30*time.Second, fmt.Sprintf("agent %d's runs recorded", a), func() (bool, string) {
 			var err error
 			runs, err = c.Runs(ctx, a, client.RunFilter{Kind: "summarize", Limit: 1000})
 			if err != nil {
@@ -718,7 +703,7 @@ func checkProcessed(t testing.TB, c *client.Client, pub *published, timeout time
 				}
 			}
 			return true, ""
-		})
+		}, poll.Every(100*time.Millisecond))
 		appended := map[string]int{}
 		for _, r := range runs {
 			if !changedDaily(r) {
