@@ -215,7 +215,9 @@ func (s *Searcher) Validate(q Query) (Query, error) {
 	return q, nil
 }
 
-// Search runs q over agentID's chunks, and only theirs.
+// Search runs q over agentID's chunks, and only theirs. It reads in the order it ranks: the
+// query's vector, the chunks that clear the relevance floor, their scores, the pool, the
+// updates among them, the diversified order, the hits.
 func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, error) {
 	q, err := s.Validate(q)
 	if err != nil {
@@ -226,31 +228,60 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 		return Result{}, err
 	}
 	res := Result{AgentID: agentID, Query: q.Text, Mode: ModeLexical, Hits: []Hit{}}
-
-	var qvec []float32
-	if s.emb == nil {
-		res.Notice = "no embedding endpoint configured (mate.embedding.base-url): lexical (BM25) search only"
-	} else if v, err := s.queryVector(ctx, q.Text); err != nil {
-		if ctx.Err() != nil {
-			return Result{}, ctx.Err()
-		}
-		res.Degraded = true
-		res.Notice = "embedding endpoint failed; lexical (BM25) results only: " + err.Error()
-		s.log.Warn("recall: query embedding failed; answering lexically", "agent", agentID, "err", err)
-	} else {
-		qvec = v
-		res.Mode = ModeHybrid
+	qvec, err := s.embedQuery(ctx, agentID, q.Text, &res)
+	if err != nil {
+		return Result{}, err
 	}
-
 	lq := s.an.Query(q.Text)
 	if lq.Empty() {
 		res.Notice = "nothing to search for: the query has only stop words, punctuation or question words"
 		return res, nil
 	}
 	m := ai.bm25.Search(lq)
+	cands, searched := s.candidates(ai, m, q, qvec)
+	res.Searched = searched
+	if !slices.ContainsFunc(cands, func(c cand) bool { return !c.weak }) {
+		res.Notice = "nothing in memory is relevant to this query (no chunk holds enough of its words)"
+		return res, nil
+	}
+	cands = s.score(cands, identifiers(q.Text), qvec)
+	byScore(cands)
+	cands = pool(cands, q.MaxResults)
+	cands, facts := s.settle(cands, lq, m, q.MaxResults)
+	order := s.diversify(cands, facts, qvec != nil, q.MaxResults)
+	for _, k := range order {
+		res.Hits = append(res.Hits, s.hit(cands[k]))
+	}
+	return res, nil
+}
+
+// embedQuery is the query's vector, nil when search is lexical: no embedder configured, or
+// the endpoint failed (res says so and is marked degraded). Only a cancelled ctx is an error.
+func (s *Searcher) embedQuery(ctx context.Context, agentID int64, text string, res *Result) ([]float32, error) {
+	if s.emb == nil {
+		res.Notice = "no embedding endpoint configured (mate.embedding.base-url): lexical (BM25) search only"
+		return nil, nil
+	}
+	v, err := s.queryVector(ctx, text)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		res.Degraded = true
+		res.Notice = "embedding endpoint failed; lexical (BM25) results only: " + err.Error()
+		s.log.Warn("recall: query embedding failed; answering lexically", "agent", agentID, "err", err)
+		return nil, nil
+	}
+	res.Mode = ModeHybrid
+	return v, nil
+}
+
+// candidates are the chunks within q's filters that clear the relevance floor, or that stay
+// below it but may still update a note that cleared it (weak); searched counts the chunks
+// within the filters.
+func (s *Searcher) candidates(ai *snapshot, m lexical.Match, q Query, qvec []float32) (cands []cand, searched int) {
 	sinceDay, untilDay := day(q.Since), day(q.Until)
-	wv, wt := s.set.VectorWeight, s.set.TextWeight
-	cands := make([]cand, 0, 256)
+	cands = make([]cand, 0, 256)
 	for k := range ai.chunks {
 		c := &ai.chunks[k]
 		if q.FilenamePrefix != "" && !strings.HasPrefix(c.filename, q.FilenamePrefix) {
@@ -262,7 +293,7 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 		if !untilDay.IsZero() && day(c.date).After(untilDay) {
 			continue
 		}
-		res.Searched++
+		searched++
 		l := m.Score[c.ix]
 		var v float64
 		if qvec != nil && len(c.vec) == len(qvec) {
@@ -287,11 +318,14 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 		// the whole question.
 		cands = append(cands, cand{c: c, lex: cov * l / m.Weight, vec: v, cov: cov, weak: weak})
 	}
-	if !slices.ContainsFunc(cands, func(c cand) bool { return !c.weak }) {
-		res.Notice = "nothing in memory is relevant to this query (no chunk holds enough of its words)"
-		return res, nil
-	}
-	idents := identifiers(q.Text)
+	return cands, searched
+}
+
+// score gives each candidate its score (the blend of vector and lexical, the boost for the
+// query's identifiers found verbatim, the age decay) and keeps those above MinScore (and
+// the weak ones).
+func (s *Searcher) score(cands []cand, idents []string, qvec []float32) []cand {
+	wv, wt := s.set.VectorWeight, s.set.TextWeight
 	kept := cands[:0]
 	now := s.now()
 	for _, cd := range cands {
@@ -330,22 +364,29 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 		cd.score *= cd.decay
 		kept = append(kept, cd)
 	}
-	cands = kept
-	byScore(cands)
-	// The pool: the best 4 × maxResults that cleared the floor, and 2 × maxResults of those
-	// below it (which only count if they update one of the first).
+	return kept
+}
+
+// pool keeps, of candidates sorted by score, the best 4 × maxResults that cleared the floor
+// and 2 × maxResults of those below it (which only count if they update one of the first).
+func pool(cands []cand, maxResults int) []cand {
 	strong, weak := 0, 0
-	pool := cands[:0]
+	kept := cands[:0]
 	for _, cd := range cands {
-		if cd.weak && weak < 2*q.MaxResults {
+		if cd.weak && weak < 2*maxResults {
 			weak++
-			pool = append(pool, cd)
-		} else if !cd.weak && strong < 4*q.MaxResults {
+			kept = append(kept, cd)
+		} else if !cd.weak && strong < 4*maxResults {
 			strong++
-			pool = append(pool, cd)
+			kept = append(kept, cd)
 		}
 	}
-	cands = pool
+	return kept
+}
+
+// settle lets newer notes supersede what they update, drops what stayed below the floor
+// and sorts the rest, at most 4 × maxResults, with their facts.
+func (s *Searcher) settle(cands []cand, lq lexical.Query, m lexical.Match, maxResults int) ([]cand, *factCache) {
 	// A candidate's best-matching fact is analysed only when a rule needs it.
 	facts := &factCache{s: s, lq: lq, f: make([]*fact, len(cands))}
 	if !s.set.NoSupersede {
@@ -361,34 +402,34 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 	}
 	cands, facts.f = cands[:n], facts.f[:n]
 	sortWith(cands, facts.f)
-	if pool := 4 * q.MaxResults; len(cands) > pool {
-		cands, facts.f = cands[:pool], facts.f[:pool]
+	if most := 4 * maxResults; len(cands) > most {
+		cands, facts.f = cands[:most], facts.f[:most]
 	}
-	order := s.diversify(cands, facts, qvec != nil, q.MaxResults)
-	for _, k := range order {
-		cd := cands[k]
-		src := "file"
-		if IsConversation(cd.c.filename) {
-			src = "conversation"
-		}
-		h := Hit{Source: src, Filename: cd.c.filename, StartLine: cd.c.startLine, EndLine: cd.c.end,
-			Heading: cd.c.heading, Snippet: snippet(cd.c.text, s.set.SnippetBytes), Date: cd.c.date.Format(time.DateOnly),
-			Dated: cd.c.dated, FileVersion: cd.c.fileVersion, Score: round(cd.score), Lexical: round(cd.lex),
-			Vector: round(cd.vec), Decay: round(cd.decay), Exact: round(cd.exact), Coverage: round(cd.cov)}
-		if cd.by != nil {
-			h.SupersededBy = cd.by.filename
-		}
-		if len(cd.stated) > 1 {
-			h.Stated = &Stated{Days: len(cd.stated), Latest: latest(cd.stated)}
-			for _, o := range cd.others {
-				if len(h.Stated.Files) < maxStatedFiles {
-					h.Stated.Files = append(h.Stated.Files, o.filename)
-				}
+	return cands, facts
+}
+
+// hit is the answer's form of a ranked candidate.
+func (s *Searcher) hit(cd cand) Hit {
+	src := "file"
+	if IsConversation(cd.c.filename) {
+		src = "conversation"
+	}
+	h := Hit{Source: src, Filename: cd.c.filename, StartLine: cd.c.startLine, EndLine: cd.c.end,
+		Heading: cd.c.heading, Snippet: snippet(cd.c.text, s.set.SnippetBytes), Date: cd.c.date.Format(time.DateOnly),
+		Dated: cd.c.dated, FileVersion: cd.c.fileVersion, Score: round(cd.score), Lexical: round(cd.lex),
+		Vector: round(cd.vec), Decay: round(cd.decay), Exact: round(cd.exact), Coverage: round(cd.cov)}
+	if cd.by != nil {
+		h.SupersededBy = cd.by.filename
+	}
+	if len(cd.stated) > 1 {
+		h.Stated = &Stated{Days: len(cd.stated), Latest: latest(cd.stated)}
+		for _, o := range cd.others {
+			if len(h.Stated.Files) < maxStatedFiles {
+				h.Stated.Files = append(h.Stated.Files, o.filename)
 			}
 		}
-		res.Hits = append(res.Hits, h)
 	}
-	return res, nil
+	return h
 }
 
 // cand is a chunk being ranked.
@@ -938,6 +979,40 @@ func (s *Searcher) generation(ctx context.Context, agentID int64) (int64, error)
 // others; without one it reads everything.
 func (s *Searcher) refresh(ctx context.Context, agentID, gen int64, old *snapshot) (*snapshot, error) {
 	db := s.db.WithContext(ctx)
+	files, err := readFileStates(db, agentID)
+	if err != nil {
+		return nil, err
+	}
+	model := s.model()
+	full := old == nil || old.model != model
+	var changed []string
+	if !full {
+		changed = changedFiles(old, files)
+	}
+	rows, err := readChunkRows(db, agentID, full, changed)
+	if err != nil {
+		return nil, err
+	}
+	vecs, err := s.readVectors(db, agentID, model, full, rows)
+	if err != nil {
+		return nil, err
+	}
+	var chunks []cachedChunk
+	if !full {
+		chunks = keptChunks(old, files, changed)
+	}
+	for _, r := range rows {
+		chunks = append(chunks, cachedChunk{filename: r.Filename, ordinal: r.Ordinal, startLine: r.StartLine, end: r.EndLine,
+			heading: r.Heading, text: r.Text, terms: r.Terms, fileVersion: r.FileVersion, hash: r.Hash,
+			date: r.NoteDate.UTC(), dated: r.Dated, vec: vecs[r.Hash]})
+	}
+	snap := newSnapshot(agentID, gen, model, chunks, files)
+	s.cache.put(snap)
+	return snap, nil
+}
+
+// readFileStates is the index state of each of the agent's files.
+func readFileStates(db *gorm.DB, agentID int64) (map[string]fileState, error) {
 	var states []store.RecallFile
 	if err := db.Select("filename", "file_id", "version", "embed_pending").Where("agent_id = ?", agentID).Find(&states).Error; err != nil {
 		return nil, fmt.Errorf("read index state of agent %d: %w", agentID, err)
@@ -946,88 +1021,103 @@ func (s *Searcher) refresh(ctx context.Context, agentID, gen int64, old *snapsho
 	for _, st := range states {
 		files[st.Filename] = fileState{fileID: st.FileID, version: st.Version, pending: st.EmbedPending}
 	}
-	model := s.model()
-	full := old == nil || old.model != model
+	return files, nil
+}
+
+// changedFiles are the files whose index state is new or moved since old was built.
+func changedFiles(old *snapshot, files map[string]fileState) []string {
 	var changed []string
-	if !full {
-		for name, st := range files {
-			if prev, ok := old.files[name]; !ok || prev != st {
-				changed = append(changed, name)
-			}
+	for name, st := range files {
+		if prev, ok := old.files[name]; !ok || prev != st {
+			changed = append(changed, name)
 		}
 	}
+	return changed
+}
+
+// readChunkRows reads every chunk of the agent (full) or those of the changed files.
+func readChunkRows(db *gorm.DB, agentID int64, full bool, changed []string) ([]store.RecallChunk, error) {
 	var rows []store.RecallChunk
 	cols := []string{"filename", "ordinal", "start_line", "end_line", "heading", "text", "terms", "hash", "file_version", "note_date", "dated"}
 	if full {
 		if err := db.Select(cols).Where("agent_id = ?", agentID).Find(&rows).Error; err != nil {
 			return nil, fmt.Errorf("read chunks of agent %d: %w", agentID, err)
 		}
-	} else {
-		for start := 0; start < len(changed); start += 200 {
-			var part []store.RecallChunk
-			if err := db.Select(cols).Where("agent_id = ? AND filename IN ?", agentID, changed[start:min(start+200, len(changed))]).
-				Find(&part).Error; err != nil {
-				return nil, fmt.Errorf("read chunks of agent %d: %w", agentID, err)
-			}
-			rows = append(rows, part...)
-		}
+		return rows, nil
 	}
+	for start := 0; start < len(changed); start += 200 {
+		var part []store.RecallChunk
+		if err := db.Select(cols).Where("agent_id = ? AND filename IN ?", agentID, changed[start:min(start+200, len(changed))]).
+			Find(&part).Error; err != nil {
+			return nil, fmt.Errorf("read chunks of agent %d: %w", agentID, err)
+		}
+		rows = append(rows, part...)
+	}
+	return rows, nil
+}
+
+// readVectors reads the vectors of model for the rows' texts (all the agent's when full),
+// by text hash; none without an embedder.
+func (s *Searcher) readVectors(db *gorm.DB, agentID int64, model string, full bool, rows []store.RecallChunk) (map[string][]float32, error) {
 	vecs := map[string][]float32{}
-	if s.emb != nil && len(rows) > 0 {
-		var ems []store.RecallEmbedding
-		q := db.Select("hash", "vector").Where("model = ?", model)
-		if full {
-			q = q.Where("hash IN (?)", s.db.Model(&store.RecallChunk{}).Select("hash").Where("agent_id = ?", agentID))
-			if err := q.Find(&ems).Error; err != nil {
+	if s.emb == nil || len(rows) == 0 {
+		return vecs, nil
+	}
+	var ems []store.RecallEmbedding
+	q := db.Select("hash", "vector").Where("model = ?", model)
+	if full {
+		q = q.Where("hash IN (?)", s.db.Model(&store.RecallChunk{}).Select("hash").Where("agent_id = ?", agentID))
+		if err := q.Find(&ems).Error; err != nil {
+			return nil, fmt.Errorf("read vectors of agent %d: %w", agentID, err)
+		}
+	} else {
+		hashes := make([]string, len(rows))
+		for k, r := range rows {
+			hashes[k] = r.Hash
+		}
+		for start := 0; start < len(hashes); start += 500 {
+			var part []store.RecallEmbedding
+			if err := db.Select("hash", "vector").Where("model = ? AND hash IN ?", model, hashes[start:min(start+500, len(hashes))]).
+				Find(&part).Error; err != nil {
 				return nil, fmt.Errorf("read vectors of agent %d: %w", agentID, err)
 			}
-		} else {
-			hashes := make([]string, len(rows))
-			for k, r := range rows {
-				hashes[k] = r.Hash
-			}
-			for start := 0; start < len(hashes); start += 500 {
-				var part []store.RecallEmbedding
-				if err := db.Select("hash", "vector").Where("model = ? AND hash IN ?", model, hashes[start:min(start+500, len(hashes))]).
-					Find(&part).Error; err != nil {
-					return nil, fmt.Errorf("read vectors of agent %d: %w", agentID, err)
-				}
-				ems = append(ems, part...)
-			}
-		}
-		for _, e := range ems {
-			v, err := embed.Decode(e.Vector)
-			if err != nil {
-				return nil, fmt.Errorf("vector %s: %w", e.Hash, err)
-			}
-			vecs[e.Hash] = v
+			ems = append(ems, part...)
 		}
 	}
+	for _, e := range ems {
+		v, err := embed.Decode(e.Vector)
+		if err != nil {
+			return nil, fmt.Errorf("vector %s: %w", e.Hash, err)
+		}
+		vecs[e.Hash] = v
+	}
+	return vecs, nil
+}
 
-	var chunks []cachedChunk
-	if !full {
-		// Drop the chunks of changed files (read again above) and of files whose state is
-		// gone (deleted); keep the rest, as a full read would.
-		drop := map[string]bool{}
-		for _, name := range changed {
+// keptChunks are old's chunks less those of changed files (read again) and of files whose
+// state is gone (deleted): what a full read would give for them.
+func keptChunks(old *snapshot, files map[string]fileState, changed []string) []cachedChunk {
+	drop := map[string]bool{}
+	for _, name := range changed {
+		drop[name] = true
+	}
+	for name := range old.files {
+		if _, live := files[name]; !live {
 			drop[name] = true
 		}
-		for name := range old.files {
-			if _, live := files[name]; !live {
-				drop[name] = true
-			}
-		}
-		for _, c := range old.chunks {
-			if !drop[c.filename] {
-				chunks = append(chunks, c)
-			}
+	}
+	var chunks []cachedChunk
+	for _, c := range old.chunks {
+		if !drop[c.filename] {
+			chunks = append(chunks, c)
 		}
 	}
-	for _, r := range rows {
-		chunks = append(chunks, cachedChunk{filename: r.Filename, ordinal: r.Ordinal, startLine: r.StartLine, end: r.EndLine,
-			heading: r.Heading, text: r.Text, terms: r.Terms, fileVersion: r.FileVersion, hash: r.Hash,
-			date: r.NoteDate.UTC(), dated: r.Dated, vec: vecs[r.Hash]})
-	}
+	return chunks
+}
+
+// newSnapshot sorts the chunks in file order, packs their vectors and builds the posting
+// lists.
+func newSnapshot(agentID, gen int64, model string, chunks []cachedChunk, files map[string]fileState) *snapshot {
 	sort.Slice(chunks, func(i, j int) bool {
 		if chunks[i].filename != chunks[j].filename {
 			return chunks[i].filename < chunks[j].filename
@@ -1056,6 +1146,5 @@ func (s *Searcher) refresh(ctx context.Context, agentID, gen int64, old *snapsho
 	}
 	snap.bm25 = lexical.NewIndex(docs)
 	snap.bytes += int64(snap.bm25.Bytes())
-	s.cache.put(snap)
-	return snap, nil
+	return snap
 }
