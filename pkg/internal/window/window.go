@@ -369,24 +369,68 @@ func (s *Service) Retry(ctx context.Context, req Request) (*Result, error) {
 	return s.assemble(ctx, req, true)
 }
 
+// assemble reads in the order of the window: the request's agent and tokenizer, the system
+// message (cut or with recall when asked), the history (resumed from a cached summary, or
+// read), the compaction, the trim to fit, the answer.
 func (s *Service) assemble(ctx context.Context, req Request, emergency bool) (*Result, error) {
+	a, injection, err := s.begin(ctx, req, emergency)
+	if err != nil {
+		return nil, err
+	}
+	sys, base, err := s.systemMessage(ctx, a, injection)
+	if err != nil {
+		return nil, err
+	}
+	t := &a.res.Tokens
+	histTok, err := s.readHistory(ctx, a, base, t.Trigger, emergency)
+	if err != nil {
+		return nil, err
+	}
+	t.Before = base + histTok
+	keepFrom := 0
+	var sum *summaryEntry
+	switch {
+	case emergency:
+		keepFrom = a.lay.exchangeStartItem(2)
+	case base+histTok > t.Trigger:
+		keepFrom, sum = s.compact(ctx, a, base, t.Trigger)
+	}
+	if a.offset > 0 && sum == nil {
+		return nil, fmt.Errorf("context of %s: resumed from a summary that was then not used", req.ConversationID) // cannot happen: compact returns the floor
+	}
+	f := s.fit(a, base, t.Budget, keepFrom, sum)
+	r := a.answer(sys, base, f)
+	if r.Degraded {
+		s.stats.degraded.Add(1)
+	}
+	s.flush(ctx, a, f.keepFrom)
+	if !req.Preview {
+		s.metrics.observe(r)
+	}
+	return r, nil
+}
+
+// begin counts the request, checks it and sets up its assembly: the agent's language, the
+// tokenizer of the model, the conversation's key. injection is the agent's workspace part
+// of the system prompt.
+func (s *Service) begin(ctx context.Context, req Request, emergency bool) (a *assembly, injection string, err error) {
 	kind := "assemble"
 	if emergency {
 		kind = "retry"
 	}
 	s.metrics.requests.WithLabelValues(kind).Inc()
 	if err := req.validate(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	agent, err := s.ws.EnsureAgent(ctx, req.AgentID)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	injection, err := s.ws.SystemPrompt(ctx, req.AgentID)
+	injection, err = s.ws.SystemPrompt(ctx, req.AgentID)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	a := &assembly{req: req, lang: "zh", res: &Result{Model: req.Model, Emergency: emergency}, counts: s.counts}
+	a = &assembly{req: req, lang: "zh", res: &Result{Model: req.Model, Emergency: emergency}, counts: s.counts}
 	if agent.Language == "en" {
 		a.lang = "en"
 	}
@@ -397,7 +441,15 @@ func (s *Service) assemble(ctx context.Context, req Request, emergency bool) (*R
 	}
 	a.res.Tokenizer, a.res.Exact = a.tk.Name(), a.tk.Exact()
 	a.ck = conversationKey(req.AgentID, req.ConversationID, a.lang)
+	return a, injection, nil
+}
 
+// systemMessage builds the system message (the workspace cut when it cannot fit, the recall
+// block when asked), counts it and the current message, and sets the budget's fixed part.
+// base is what the history cannot have: system, current message and reply priming; a
+// request whose base is over the budget is refused.
+func (s *Service) systemMessage(ctx context.Context, a *assembly, injection string) (sys Message, base int, err error) {
+	req := a.req
 	system := func(injection string) Message {
 		text := joinSystem(req.SystemPrompt, injection)
 		if s.recall != nil {
@@ -405,12 +457,11 @@ func (s *Service) assemble(ctx context.Context, req Request, emergency bool) (*R
 		}
 		return Message{Role: RoleSystem, Content: text}
 	}
-	sys := system(injection)
+	sys = system(injection)
 	if sys.Content != "" {
 		a.sysTok = s.counts.message(a.tk, sys)
 	}
-	cur := Message{Role: RoleUser, Content: req.UserMessage}
-	a.curTok = s.counts.message(a.tk, cur)
+	a.curTok = s.counts.message(a.tk, Message{Role: RoleUser, Content: req.UserMessage})
 	budget := req.MaxInputTokens
 	if budget == 0 {
 		budget = s.cfg.DefaultMaxInputTokens
@@ -425,7 +476,7 @@ func (s *Service) assemble(ctx context.Context, req Request, emergency bool) (*R
 		room := budget - a.sysTok - a.curTok - tokens.ReplyPriming - 4
 		block, info, err := s.recallBlock(ctx, a.tk, a.lang, req, room)
 		if err != nil {
-			return nil, err
+			return Message{}, 0, err
 		}
 		a.res.Recall = info
 		if block != "" {
@@ -440,105 +491,105 @@ func (s *Service) assemble(ctx context.Context, req Request, emergency bool) (*R
 	t.Budget, t.System, t.Current, t.Priming, t.Recall = budget, a.sysTok, a.curTok, tokens.ReplyPriming, recallTok
 	t.Workspace = s.counts.text(a.tk, injection)
 	t.Trigger = int(float64(budget) * s.cfg.CompactTriggerRatio)
-	base := a.sysTok + a.curTok + tokens.ReplyPriming
+	base = a.sysTok + a.curTok + tokens.ReplyPriming
 	if base > budget {
-		return nil, &TooLargeError{System: a.sysTok, Workspace: t.Workspace, Current: a.curTok, Priming: tokens.ReplyPriming, Budget: budget}
+		return Message{}, 0, &TooLargeError{System: a.sysTok, Workspace: t.Workspace, Current: a.curTok, Priming: tokens.ReplyPriming, Budget: budget}
 	}
+	return sys, base, nil
+}
 
+// readHistory resumes the conversation from a cached summary where it can (never in an
+// emergency), else reads and counts it; histTok is what it costs whole.
+func (s *Service) readHistory(ctx context.Context, a *assembly, base, trigger int, emergency bool) (histTok int, err error) {
 	resumed := false
 	if !emergency {
-		resumed = s.resume(ctx, a, base, t.Trigger)
+		resumed = s.resume(ctx, a, base, trigger)
 	}
 	if !resumed {
 		if err := s.loadHistory(ctx, a); err != nil {
-			return nil, err
+			return 0, err
 		}
 		a.countHistory(s.counts)
 	}
-	histTok := a.offsetTokens + a.tokensOf(0, len(a.hist))
-	t.Before = base + histTok
+	return a.offsetTokens + a.tokensOf(0, len(a.hist)), nil
+}
 
-	keepFrom := 0
-	var sum *summaryEntry
-	switch {
-	case emergency:
-		keepFrom = a.lay.exchangeStartItem(2)
-	case base+histTok > t.Trigger:
-		keepFrom, sum = s.compact(ctx, a, base, t.Trigger)
-	}
-	if a.offset > 0 && sum == nil {
-		return nil, fmt.Errorf("context of %s: resumed from a summary that was then not used", req.ConversationID) // cannot happen: compact returns the floor
-	}
+// fitted is what the trim keeps: the history from keepFrom (kept tokens) and the summary,
+// if it still fits.
+type fitted struct {
+	keepFrom, kept int
+	sum            *summaryEntry
+	sumMsg         Message
+	sumTok         int
+}
 
-	// Trim to fit: whole units from the front, down to the last exchange; then the summary;
-	// then, only if the last exchange alone is too big, units of it too (fitting wins: a
-	// request over the model's limit fails outright).
-	sumTok := 0
-	var sumMsg Message
+// fit trims to the budget: whole units from the front, down to the last exchange; then the
+// summary; then, only if the last exchange alone is too big, units of it too (fitting wins:
+// a request over the model's limit fails outright).
+func (s *Service) fit(a *assembly, base, budget, keepFrom int, sum *summaryEntry) fitted {
+	f := fitted{keepFrom: keepFrom, sum: sum}
 	if sum != nil {
-		sumMsg = Message{Role: RoleUser, Content: summaryContent(a.lang, *sum)}
-		sumTok = s.counts.message(a.tk, sumMsg)
+		f.sumMsg = Message{Role: RoleUser, Content: summaryContent(a.lang, *sum)}
+		f.sumTok = s.counts.message(a.tk, f.sumMsg)
 	}
-	kept := a.tokensOf(keepFrom, len(a.hist))
+	f.kept = a.tokensOf(f.keepFrom, len(a.hist))
 	lastEx := a.lay.exchangeStartItem(1)
-	u := a.lay.unitStartingAt(keepFrom)
-	for base+sumTok+kept > budget && keepFrom < lastEx {
-		kept -= a.tokensOf(keepFrom, a.lay.units[u].end)
-		keepFrom = a.lay.units[u].end
+	u := a.lay.unitStartingAt(f.keepFrom)
+	for base+f.sumTok+f.kept > budget && f.keepFrom < lastEx {
+		f.kept -= a.tokensOf(f.keepFrom, a.lay.units[u].end)
+		f.keepFrom = a.lay.units[u].end
 		u++
 	}
-	if sum != nil && base+sumTok+kept > budget {
-		a.warn("the summary of the first %d messages was dropped: with the last exchange it exceeds the budget", sum.Covers)
-		sum, sumTok = nil, 0
+	if f.sum != nil && base+f.sumTok+f.kept > budget {
+		a.warn("the summary of the first %d messages was dropped: with the last exchange it exceeds the budget", f.sum.Covers)
+		f.sum, f.sumTok = nil, 0
 	}
-	if base+kept > budget && keepFrom < len(a.hist) {
+	if base+f.kept > budget && f.keepFrom < len(a.hist) {
 		// Keep the last exchange: shorten its largest messages (marked as truncated) rather
 		// than drop them; drop whole units only if even that does not fit.
 		var cut int
-		kept, cut = a.truncateToFit(keepFrom, budget-base)
+		f.kept, cut = a.truncateToFit(f.keepFrom, budget-base)
 		a.warn("the last exchange alone exceeds the budget: %d of its messages were truncated (marked %q) to fit", cut, strings.TrimSpace(truncatedMarker(a.lang)))
 	}
-	if base+kept > budget && keepFrom < len(a.hist) {
+	if base+f.kept > budget && f.keepFrom < len(a.hist) {
 		a.warn("the last exchange exceeds the budget even truncated: its earliest messages were dropped to fit")
-		for base+kept > budget && keepFrom < len(a.hist) {
-			kept -= a.tokensOf(keepFrom, a.lay.units[u].end)
-			keepFrom = a.lay.units[u].end
+		for base+f.kept > budget && f.keepFrom < len(a.hist) {
+			f.kept -= a.tokensOf(f.keepFrom, a.lay.units[u].end)
+			f.keepFrom = a.lay.units[u].end
 			u++
 		}
 	}
+	return f
+}
 
+// answer fills the result: the messages (system, summary, kept history, current) and the
+// counts of what was kept, trimmed and summarized.
+func (a *assembly) answer(sys Message, base int, f fitted) *Result {
 	r := a.res
 	if sys.Content != "" {
 		r.Messages = append(r.Messages, sys)
 	}
-	if sum != nil {
-		r.Messages = append(r.Messages, sumMsg)
-		r.Summarized = sum.Covers
+	if f.sum != nil {
+		r.Messages = append(r.Messages, f.sumMsg)
+		r.Summarized = f.sum.Covers
 		if r.SummaryKind == "" {
 			r.SummaryKind = "llm"
 		}
 	} else {
 		r.SummaryKind = ""
 	}
-	for _, it := range a.hist[keepFrom:] {
+	for _, it := range a.hist[f.keepFrom:] {
 		r.Messages = append(r.Messages, it.Message)
 	}
-	r.Messages = append(r.Messages, cur)
+	r.Messages = append(r.Messages, Message{Role: RoleUser, Content: a.req.UserMessage})
 	r.HistoryMessages = a.offset + len(a.hist)
 	r.HistoryRead = len(a.hist)
-	r.Kept = len(a.hist) - keepFrom
-	r.Trimmed = a.offset + keepFrom - r.Summarized
-	r.Compacted = a.offset+keepFrom > 0
-	t.Summary, t.History = sumTok, kept
-	t.Total = base + sumTok + kept
-	if r.Degraded {
-		s.stats.degraded.Add(1)
-	}
-	s.flush(ctx, a, keepFrom)
-	if !req.Preview {
-		s.metrics.observe(r)
-	}
-	return r, nil
+	r.Kept = len(a.hist) - f.keepFrom
+	r.Trimmed = a.offset + f.keepFrom - r.Summarized
+	r.Compacted = a.offset+f.keepFrom > 0
+	r.Tokens.Summary, r.Tokens.History = f.sumTok, f.kept
+	r.Tokens.Total = base + f.sumTok + f.kept
+	return r
 }
 
 func (s *Service) loadHistory(ctx context.Context, a *assembly) error {
