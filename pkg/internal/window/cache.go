@@ -251,13 +251,9 @@ func (c *kvCache) singleFlight(ctx context.Context, ck, h string,
 	}
 	defer func() { _ = w.Stop() }()
 
-	waiting := false
-	defer func() {
-		if waiting && c.waiting != nil {
-			c.waiting.Dec()
-		}
-	}()
-	state := map[string]jetstream.KeyValueEntry{}
+	wait := &waitMark{gauge: c.waiting}
+	defer wait.set(false)
+	state := prefixKeys{}
 	deadline := c.now().Add(c.wait)
 	initial := true
 	timer := time.NewTimer(c.wait)
@@ -273,12 +269,7 @@ func (c *kvCache) singleFlight(ctx context.Context, ck, h string,
 			if kve == nil {
 				initial = false
 			} else {
-				suffix := kve.Key()[strings.LastIndexByte(kve.Key(), '.')+1:]
-				if kve.Operation() == jetstream.KeyValuePut {
-					state[suffix] = kve
-				} else {
-					delete(state, suffix)
-				}
+				state.apply(kve)
 			}
 			if initial {
 				continue
@@ -286,33 +277,14 @@ func (c *kvCache) singleFlight(ctx context.Context, ck, h string,
 		case <-timer.C:
 		}
 
-		if s := state["s"]; s != nil {
-			if err := json.Unmarshal(s.Value(), &e); err == nil && e.Text != "" {
-				return e, false, nil
-			}
+		if e, ok := state.summary(); ok {
+			return e, false, nil
 		}
 		now := c.now()
-		if f := state["f"]; f != nil {
-			var fv failValue
-			if json.Unmarshal(f.Value(), &fv) == nil && now.Before(fv.Expires) {
-				return e, false, &sharedFailure{owner: fv.Owner, reason: fv.Reason}
-			}
+		if err := state.failure(now); err != nil {
+			return e, false, err
 		}
-		var lv lockValue
-		l := state["l"]
-		if l != nil {
-			_ = json.Unmarshal(l.Value(), &lv)
-		}
-		var rev uint64
-		var lerr error
-		switch {
-		case l == nil:
-			rev, lerr = c.kv.Create(ctx, lockKey(ck, h), c.lockValue())
-		case now.After(lv.Expires):
-			rev, lerr = c.kv.Update(ctx, lockKey(ck, h), c.lockValue(), l.Revision())
-		default:
-			lerr = jetstream.ErrKeyExists
-		}
+		rev, l, lv, lerr := c.claim(ctx, ck, h, state, now)
 		if lerr == nil {
 			// Our look at the keys may be older than the marker we just created: another
 			// replica can have computed, shared and cleared its marker in between (Create
@@ -321,10 +293,7 @@ func (c *kvCache) singleFlight(ctx context.Context, ck, h string,
 				_ = c.kv.Delete(ctx, lockKey(ck, h), jetstream.LastRevision(rev))
 				return done, false, nil
 			}
-			if waiting && c.waiting != nil {
-				c.waiting.Dec()
-			}
-			waiting = false
+			wait.set(false)
 			e, err := c.holdAndCompute(ctx, ck, h, rev, compute)
 			return e, true, err
 		}
@@ -339,10 +308,7 @@ func (c *kvCache) singleFlight(ctx context.Context, ck, h string,
 		if !now.Before(deadline) {
 			return e, false, errWaitTimeout
 		}
-		if !waiting && c.waiting != nil {
-			c.waiting.Inc()
-		}
-		waiting = true
+		wait.set(true)
 		wake := deadline.Sub(now)
 		if l != nil && lv.Expires.After(now) && lv.Expires.Sub(now) < wake {
 			wake = lv.Expires.Sub(now) + 10*time.Millisecond
@@ -355,6 +321,77 @@ func (c *kvCache) singleFlight(ctx context.Context, ck, h string,
 		}
 		timer.Reset(wake)
 	}
+}
+
+// prefixKeys are the live keys of one summary prefix, by suffix (s, l, f), as the watcher
+// last saw them.
+type prefixKeys map[string]jetstream.KeyValueEntry
+
+func (p prefixKeys) apply(kve jetstream.KeyValueEntry) {
+	suffix := kve.Key()[strings.LastIndexByte(kve.Key(), '.')+1:]
+	if kve.Operation() == jetstream.KeyValuePut {
+		p[suffix] = kve
+	} else {
+		delete(p, suffix)
+	}
+}
+
+// summary is the shared summary, when one is there and readable.
+func (p prefixKeys) summary() (e summaryEntry, ok bool) {
+	if s := p["s"]; s != nil {
+		if err := json.Unmarshal(s.Value(), &e); err == nil && e.Text != "" {
+			return e, true
+		}
+	}
+	return e, false
+}
+
+// failure is the failure another replica shared, while it has not expired.
+func (p prefixKeys) failure(now time.Time) error {
+	if f := p["f"]; f != nil {
+		var fv failValue
+		if json.Unmarshal(f.Value(), &fv) == nil && now.Before(fv.Expires) {
+			return &sharedFailure{owner: fv.Owner, reason: fv.Reason}
+		}
+	}
+	return nil
+}
+
+// claim tries to take the in-flight marker: create it when there is none, take it over when
+// it expired. l and lv are the marker seen (nil when none); a marker held by another is
+// ErrKeyExists.
+func (c *kvCache) claim(ctx context.Context, ck, h string, p prefixKeys, now time.Time) (rev uint64, l jetstream.KeyValueEntry, lv lockValue, err error) {
+	l = p["l"]
+	if l != nil {
+		_ = json.Unmarshal(l.Value(), &lv)
+	}
+	switch {
+	case l == nil:
+		rev, err = c.kv.Create(ctx, lockKey(ck, h), c.lockValue())
+	case now.After(lv.Expires):
+		rev, err = c.kv.Update(ctx, lockKey(ck, h), c.lockValue(), l.Revision())
+	default:
+		err = jetstream.ErrKeyExists
+	}
+	return rev, l, lv, err
+}
+
+// waitMark counts one request in the waiting gauge (when there is one) while it waits on
+// another replica's marker.
+type waitMark struct {
+	gauge prometheus.Gauge
+	on    bool
+}
+
+func (m *waitMark) set(on bool) {
+	if m.on != on && m.gauge != nil {
+		if on {
+			m.gauge.Inc()
+		} else {
+			m.gauge.Dec()
+		}
+	}
+	m.on = on
 }
 
 func (c *kvCache) lockValue() []byte {
