@@ -132,104 +132,125 @@ func features(s string) [numFeatures]float64 {
 	for _, r := range s {
 		cls = append(cls, classify(r))
 	}
-	next := func(i int) class {
-		if i < len(cls) {
-			return cls[i]
-		}
-		return cEnd
-	}
 	afterPunct := false
 	for i := 0; i < len(cls); {
-		c := cls[i]
-		switch c {
+		switch c := cls[i]; c {
 		case cLower, cUpper:
-			j := i
-			wordLen := 0
-			for j < len(cls) && (cls[j] == cLower || cls[j] == cUpper) {
-				// A new word starts at an upper-case letter that follows a lower-case one.
-				if wordLen > 0 && cls[j] == cUpper && cls[j-1] == cLower {
-					f[fWord]++
-					f[fWordLong] += math.Max(0, float64(wordLen-6))
-					wordLen = 0
-				}
-				wordLen++
-				j++
-			}
-			f[fWord]++
-			f[fWordLong] += math.Max(0, float64(wordLen-6))
-			i = j
+			i = countWords(cls, i, &f)
 			afterPunct = false
 		case cDigit:
-			j := i
-			for j < len(cls) && cls[j] == cDigit {
-				j++
-			}
-			f[fDigits] += float64((j - i + 2) / 3)
-			i = j
+			i = countDigits(cls, i, &f)
 			afterPunct = false
 		case cSpace, cNewline:
-			j := i
-			lastNL := -1
-			for j < len(cls) && (cls[j] == cSpace || cls[j] == cNewline) {
-				if cls[j] == cNewline {
-					lastNL = j
-				}
-				j++
-			}
-			if lastNL >= 0 && !afterPunct {
-				f[fSpace]++ // the newline run
-			}
-			tail := j - i
-			if lastNL >= 0 {
-				tail = j - lastNL - 1
-			}
-			n := next(j)
-			switch {
-			case tail >= 2:
-				f[fSpace]++ // indentation: one piece, its last char joins the next word
-			case tail == 1 && !isLetterClass(n) && n != cPunct && n != cCJKPunct:
-				f[fSpace]++ // a space before a digit or at the end stands alone
-			}
-			i = j
+			i = countSpace(cls, i, afterPunct, &f)
 			afterPunct = false
 		case cPunct:
-			j := i
-			for j < len(cls) && cls[j] == cPunct {
-				j++
-			}
-			if j-i == 1 && isLetterClass(next(j)) {
-				// One punctuation character joins the word that follows (".Wait", "_id").
-				i = j
-				afterPunct = false
-				continue
-			}
-			f[fPunct]++
-			f[fPunctLong] += float64(j - i - 1)
-			i = j
-			afterPunct = true
-		case cHan:
-			f[fHan]++
-			i++
-			afterPunct = false
-		case cCJKPunct:
-			f[fCJKPunct]++
-			i++
-			afterPunct = false
-		case cOtherLetter:
-			f[fOtherLetter]++
-			i++
-			afterPunct = false
-		case cKanaHangul:
-			f[fKanaHangul]++
-			i++
-			afterPunct = false
+			i, afterPunct = countPunct(cls, i, &f)
 		default:
-			f[fSymbol]++
+			f[singleFeature(c)]++
 			i++
 			afterPunct = false
 		}
 	}
 	return f
+}
+
+// classAt is the class at i, cEnd past the end.
+func classAt(cls []class, i int) class {
+	if i < len(cls) {
+		return cls[i]
+	}
+	return cEnd
+}
+
+// countWords counts the run of letters from i as words (a new word starts at an upper-case
+// letter that follows a lower-case one) and returns where the run ends.
+func countWords(cls []class, i int, f *[numFeatures]float64) int {
+	j := i
+	wordLen := 0
+	for j < len(cls) && (cls[j] == cLower || cls[j] == cUpper) {
+		if wordLen > 0 && cls[j] == cUpper && cls[j-1] == cLower {
+			f[fWord]++
+			f[fWordLong] += math.Max(0, float64(wordLen-6))
+			wordLen = 0
+		}
+		wordLen++
+		j++
+	}
+	f[fWord]++
+	f[fWordLong] += math.Max(0, float64(wordLen-6))
+	return j
+}
+
+// countDigits counts the run of digits from i, a piece per three, and returns its end.
+func countDigits(cls []class, i int, f *[numFeatures]float64) int {
+	j := i
+	for j < len(cls) && cls[j] == cDigit {
+		j++
+	}
+	f[fDigits] += float64((j - i + 2) / 3)
+	return j
+}
+
+// countSpace counts the run of white space from i: the newlines (unless they follow
+// punctuation), the indentation, a lone space before a digit or at the end; it returns the
+// run's end.
+func countSpace(cls []class, i int, afterPunct bool, f *[numFeatures]float64) int {
+	j := i
+	lastNL := -1
+	for j < len(cls) && (cls[j] == cSpace || cls[j] == cNewline) {
+		if cls[j] == cNewline {
+			lastNL = j
+		}
+		j++
+	}
+	if lastNL >= 0 && !afterPunct {
+		f[fSpace]++ // the newline run
+	}
+	tail := j - i
+	if lastNL >= 0 {
+		tail = j - lastNL - 1
+	}
+	n := classAt(cls, j)
+	switch {
+	case tail >= 2:
+		f[fSpace]++ // indentation: one piece, its last char joins the next word
+	case tail == 1 && !isLetterClass(n) && n != cPunct && n != cCJKPunct:
+		f[fSpace]++ // a space before a digit or at the end stands alone
+	}
+	return j
+}
+
+// countPunct counts the run of punctuation from i and returns its end, and whether it
+// counted as punctuation (one character before a letter joins the word instead: ".Wait",
+// "_id").
+func countPunct(cls []class, i int, f *[numFeatures]float64) (end int, counted bool) {
+	j := i
+	for j < len(cls) && cls[j] == cPunct {
+		j++
+	}
+	if j-i == 1 && isLetterClass(classAt(cls, j)) {
+		return j, false
+	}
+	f[fPunct]++
+	f[fPunctLong] += float64(j - i - 1)
+	return j, true
+}
+
+// singleFeature is the feature a character of class c counts for on its own.
+func singleFeature(c class) int {
+	switch c {
+	case cHan:
+		return fHan
+	case cCJKPunct:
+		return fCJKPunct
+	case cOtherLetter:
+		return fOtherLetter
+	case cKanaHangul:
+		return fKanaHangul
+	default:
+		return fSymbol
+	}
 }
 
 // Heuristic is the spec's TokenEstimator: CJK characters 1 token each, ASCII 4 characters a
