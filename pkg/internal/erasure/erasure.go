@@ -393,36 +393,70 @@ type DerivedVersion struct {
 func (s *Service) EraseConversation(ctx context.Context, agentID int64, conv, actor string) (ConversationReceipt, error) {
 	r := ConversationReceipt{AgentID: agentID, ConversationID: conv, Actor: actor, Rows: map[string]int64{}, Messages: map[string]int64{}}
 	if s.d.Leases != nil {
-		l, err := s.acquire(ctx, agentID)
+		release, err := s.holdForConversation(ctx, agentID, conv)
 		if err != nil {
 			return r, err
 		}
-		defer func() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			defer cancel()
-			// The coalesced events of the conversation leave the agent's record.
-			_ = l.Release(rctx, func(rec *lease.Record) {
-				kept := rec.Coalesced[:0]
-				for _, c := range rec.Coalesced {
-					if c.ConversationID != conv {
-						kept = append(kept, c)
-					}
-				}
-				rec.Coalesced = kept
-			})
-		}()
+		defer release()
 	}
 	r.ErasedAt = s.d.Now().UTC()
 	db := s.d.DB.WithContext(ctx)
+	runIDs, derived, err := conversationRuns(db, agentID, conv)
+	if err != nil {
+		return r, err
+	}
+	r.Derived = derived
+	if err := deleteConversationRows(db, agentID, conv, runIDs, r.Rows); err != nil {
+		return r, err
+	}
+	if s.d.DB.Dialector.Name() == "sqlite" {
+		if err := s.compact(ctx); err != nil {
+			return r, err
+		}
+	}
+	if s.d.JS != nil {
+		if err := s.eraseConversationMessages(ctx, agentID, conv, r.Messages); err != nil {
+			return r, err
+		}
+	}
+	s.d.Log.Info("conversation erased", "agent", agentID, "actor", actor, "rows", r.Rows, "messages", r.Messages, "derived", len(r.Derived))
+	return r, nil
+}
+
+// holdForConversation takes the agent's lease for a conversation's erasure; release gives
+// it back, taking the conversation's coalesced events out of the agent's record.
+func (s *Service) holdForConversation(ctx context.Context, agentID int64, conv string) (release func(), err error) {
+	l, err := s.acquire(ctx, agentID)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		// The coalesced events of the conversation leave the agent's record.
+		_ = l.Release(rctx, func(rec *lease.Record) {
+			kept := rec.Coalesced[:0]
+			for _, c := range rec.Coalesced {
+				if c.ConversationID != conv {
+					kept = append(kept, c)
+				}
+			}
+			rec.Coalesced = kept
+		})
+	}, nil
+}
+
+// conversationRuns are the ledger's runs that covered the conversation, and the file
+// versions they wrote (listed in the receipt for review).
+func conversationRuns(db *gorm.DB, agentID int64, conv string) (runIDs []string, derived []DerivedVersion, err error) {
 	var runs []struct {
 		RunID         string
 		Conversations string
 		FilesChanged  string
 	}
 	if err := db.Raw("SELECT run_id, conversations, files_changed FROM mate_memory_run WHERE agent_id = ? AND INSTR(conversations, ?) > 0", agentID, conv).Scan(&runs).Error; err != nil {
-		return r, fmt.Errorf("find the runs of conversation %s: %w", conv, err)
+		return nil, nil, fmt.Errorf("find the runs of conversation %s: %w", conv, err)
 	}
-	var runIDs []string
 	for _, run := range runs {
 		var convs, files []string
 		if json.Unmarshal([]byte(run.Conversations), &convs) != nil || !slices.Contains(convs, conv) {
@@ -436,75 +470,74 @@ func (s *Service) EraseConversation(ctx context.Context, agentID int64, conv, ac
 			// run wrote the next one. (A file the run created has no history row yet.)
 			var prev []int64
 			if err := db.Raw("SELECT version FROM mate_workspace_file_history WHERE agent_id = ? AND filename = ? AND ref = ?", agentID, f, run.RunID).Scan(&prev).Error; err != nil {
-				return r, fmt.Errorf("list what the runs of conversation %s wrote: %w", conv, err)
+				return nil, nil, fmt.Errorf("list what the runs of conversation %s wrote: %w", conv, err)
 			}
 			if len(prev) > 0 {
 				d.Version, d.Action = prev[0]+1, "changed"
 			} else {
 				d.Action = "created or changed"
 			}
-			r.Derived = append(r.Derived, d)
+			derived = append(derived, d)
 		}
 	}
-	err := db.Transaction(func(tx *gorm.DB) error {
-		stmts := []struct {
-			table, sql string
-			args       []any
-		}{
+	return runIDs, derived, nil
+}
+
+// deleteConversationRows deletes, in one transaction, the conversation's messages,
+// watermark, recall chunks and the runs that covered it; rows counts each table's.
+func deleteConversationRows(db *gorm.DB, agentID int64, conv string, runIDs []string, rows map[string]int64) error {
+	type stmt struct {
+		table, sql string
+		args       []any
+	}
+	return db.Transaction(func(tx *gorm.DB) error {
+		stmts := []stmt{
 			{"mate_message", "DELETE FROM mate_message WHERE agent_id = ? AND conversation_id = ?", []any{agentID, conv}},
 			{"mate_extraction_watermark", "DELETE FROM mate_extraction_watermark WHERE agent_id = ? AND conversation_id = ?", []any{agentID, conv}},
 			{"mate_recall_chunk", "DELETE FROM mate_recall_chunk WHERE agent_id = ? AND filename = ?", []any{agentID, recall.ConversationPrefix + conv}},
 			{"mate_recall_file", "DELETE FROM mate_recall_file WHERE agent_id = ? AND filename = ?", []any{agentID, recall.ConversationPrefix + conv}},
 		}
 		if len(runIDs) > 0 {
-			stmts = append(stmts, struct {
-				table, sql string
-				args       []any
-			}{"mate_memory_run", "DELETE FROM mate_memory_run WHERE agent_id = ? AND run_id IN ?", []any{agentID, runIDs}})
+			stmts = append(stmts, stmt{"mate_memory_run", "DELETE FROM mate_memory_run WHERE agent_id = ? AND run_id IN ?", []any{agentID, runIDs}})
 		}
 		for _, st := range stmts {
 			res := tx.Exec(st.sql, st.args...)
 			if res.Error != nil {
 				return fmt.Errorf("erase conversation %s from %s: %w", conv, st.table, res.Error)
 			}
-			r.Rows[st.table] = res.RowsAffected
+			rows[st.table] = res.RowsAffected
 		}
 		return nil
 	})
-	if err != nil {
-		return r, err
-	}
-	if s.d.DB.Dialector.Name() == "sqlite" {
-		if err := s.compact(ctx); err != nil {
-			return r, err
-		}
-	}
-	if s.d.JS != nil {
-		for _, as := range []struct{ stream, subject string }{
-			{bus.StreamEvents, bus.AgentSubject(bus.SubjectCompleted, agentID)},
-			{bus.StreamEvents, bus.AgentSubject(bus.SubjectSummarize, agentID)},
-			{bus.StreamDLQ, bus.SubjectDeadLetter + "." + bus.AgentSubject(bus.SubjectCompleted, agentID)},
-			{bus.StreamDLQ, bus.SubjectDeadLetter + "." + bus.AgentSubject(bus.SubjectSummarize, agentID)},
-		} {
-			n, err := s.eraseWhere(ctx, as.stream, as.subject, 0, func(data []byte) bool {
-				var m struct {
-					ConversationID string `json:"conversationId"`
-				}
-				return json.Unmarshal(data, &m) == nil && m.ConversationID == conv
-			})
-			if err != nil {
-				return r, err
+}
+
+// eraseConversationMessages securely deletes the conversation's events and summarize
+// requests (and their dead letters) from JetStream and its context summaries from KV;
+// messages counts them by stream or bucket.
+func (s *Service) eraseConversationMessages(ctx context.Context, agentID int64, conv string, messages map[string]int64) error {
+	for _, as := range []struct{ stream, subject string }{
+		{bus.StreamEvents, bus.AgentSubject(bus.SubjectCompleted, agentID)},
+		{bus.StreamEvents, bus.AgentSubject(bus.SubjectSummarize, agentID)},
+		{bus.StreamDLQ, bus.SubjectDeadLetter + "." + bus.AgentSubject(bus.SubjectCompleted, agentID)},
+		{bus.StreamDLQ, bus.SubjectDeadLetter + "." + bus.AgentSubject(bus.SubjectSummarize, agentID)},
+	} {
+		n, err := s.eraseWhere(ctx, as.stream, as.subject, 0, func(data []byte) bool {
+			var m struct {
+				ConversationID string `json:"conversationId"`
 			}
-			r.Messages[as.stream] += n
+			return json.Unmarshal(data, &m) == nil && m.ConversationID == conv
+		})
+		if err != nil {
+			return err
 		}
-		for _, lang := range []string{"zh", "en"} {
-			n, err := s.eraseKV(ctx, window.Bucket, window.CacheKeyPrefix(agentID, conv, lang)+">")
-			if err != nil {
-				return r, err
-			}
-			r.Messages["KV_"+window.Bucket] += n
-		}
+		messages[as.stream] += n
 	}
-	s.d.Log.Info("conversation erased", "agent", agentID, "actor", actor, "rows", r.Rows, "messages", r.Messages, "derived", len(r.Derived))
-	return r, nil
+	for _, lang := range []string{"zh", "en"} {
+		n, err := s.eraseKV(ctx, window.Bucket, window.CacheKeyPrefix(agentID, conv, lang)+">")
+		if err != nil {
+			return err
+		}
+		messages["KV_"+window.Bucket] += n
+	}
+	return nil
 }
