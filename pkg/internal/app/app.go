@@ -154,80 +154,116 @@ func New(ctx context.Context, o Options) (*App, error) {
 	ctx = bus.WithProvisionRetry(ctx, bus.ProvisionRetry{Log: o.Log})
 	a.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.Guard = panics.New(o.Log, a.Registry)
-	m := a.Cfg.Mate
 	ok := false
 	defer func() {
 		if !ok {
 			a.Close()
 		}
 	}()
-
 	if err := a.setupTracing(ctx); err != nil {
 		return nil, err
 	}
+	if err := a.openDatabase(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.setupNATS(); err != nil {
+		return nil, err
+	}
+	if err := a.connectNATS(); err != nil {
+		return nil, err
+	}
+	a.newCore()
+	if err := a.build(ctx); err != nil {
+		return nil, err
+	}
+	ok = true
+	return a, nil
+}
+
+// openDatabase opens the database and applies the migrations.
+func (a *App) openDatabase(ctx context.Context) error {
+	m := a.Cfg.Mate
 	db, err := store.Open(m.Database.Driver, m.Database.DSN, m.DataDir, store.WithSQLiteSynchronous(m.Database.SQLiteSynchronous))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	a.DB = db
 	a.onClose(func() { _ = store.Close(db) })
 	if err := store.Migrate(ctx, db); err != nil {
-		return nil, fmt.Errorf("migrate database: %w", err)
+		return fmt.Errorf("migrate database: %w", err)
 	}
+	return nil
+}
 
-	if m.NATS.URL == "" {
-		// Two processes on one embedded store would corrupt it (nats-server does not lock
-		// its store directory): hold an exclusive lock on the data dir while we run.
-		unlock, err := lockDataDir(filepath.Join(m.DataDir, "nats"))
-		if err != nil {
-			return nil, err
-		}
-		a.onClose(unlock)
-		auth, generated, err := embeddedListenerAuth(m)
-		if err != nil {
-			return nil, err
-		}
-		ns, err := bus.StartEmbedded(bus.EmbeddedOptions{
-			StoreDir: filepath.Join(m.DataDir, "nats"), Listen: m.NATS.EmbeddedListen, SyncAlways: m.NATS.SyncAlways,
-			Auth: auth,
-		})
-		if err != nil {
-			if m.NATS.EmbeddedListen != "" {
-				return nil, fmt.Errorf("mate.nats.embedded-listen (env MATE_NATS_EMBEDDED_LISTEN) %s: %w; choose a free port, or leave it empty to keep the embedded server in-process", m.NATS.EmbeddedListen, err)
-			}
-			return nil, err
-		}
-		a.Embedded = ns
-		a.onClose(func() { ns.Shutdown(); ns.WaitForShutdown() })
-		// The service's own connections are in-process but authenticate all the same.
-		a.Dialer = bus.Dialer{Server: ns, Auth: auth}
-		if generated {
-			file := filepath.Join(m.DataDir, NATSCredentialsFile)
-			if err := writeNATSCredentials(file, ns.ClientURL(), auth.User, auth.Password); err != nil {
-				return nil, err
-			}
-			a.NATSCredentialsFile = file
-			a.Log.Info("API keys are set, so the embedded NATS listener requires credentials: none configured, a generated password is in the file (mode 0600)",
-				"listen", ns.ClientURL(), "user", auth.User, "file", file)
-		}
-	} else {
+// setupNATS sets the dialer of the service's connections: to mate.nats.url, or to the
+// embedded server it starts without one.
+func (a *App) setupNATS() error {
+	m := a.Cfg.Mate
+	if m.NATS.URL != "" {
 		a.Dialer = bus.Dialer{URL: m.NATS.URL, Auth: natsAuth(m.NATS)}
+		return nil
 	}
+	// Two processes on one embedded store would corrupt it (nats-server does not lock
+	// its store directory): hold an exclusive lock on the data dir while we run.
+	unlock, err := lockDataDir(filepath.Join(m.DataDir, "nats"))
+	if err != nil {
+		return err
+	}
+	a.onClose(unlock)
+	auth, generated, err := embeddedListenerAuth(m)
+	if err != nil {
+		return err
+	}
+	ns, err := bus.StartEmbedded(bus.EmbeddedOptions{
+		StoreDir: filepath.Join(m.DataDir, "nats"), Listen: m.NATS.EmbeddedListen, SyncAlways: m.NATS.SyncAlways,
+		Auth: auth,
+	})
+	if err != nil {
+		if m.NATS.EmbeddedListen != "" {
+			return fmt.Errorf("mate.nats.embedded-listen (env MATE_NATS_EMBEDDED_LISTEN) %s: %w; choose a free port, or leave it empty to keep the embedded server in-process", m.NATS.EmbeddedListen, err)
+		}
+		return err
+	}
+	a.Embedded = ns
+	a.onClose(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	// The service's own connections are in-process but authenticate all the same.
+	a.Dialer = bus.Dialer{Server: ns, Auth: auth}
+	if generated {
+		file := filepath.Join(m.DataDir, NATSCredentialsFile)
+		if err := writeNATSCredentials(file, ns.ClientURL(), auth.User, auth.Password); err != nil {
+			return err
+		}
+		a.NATSCredentialsFile = file
+		a.Log.Info("API keys are set, so the embedded NATS listener requires credentials: none configured, a generated password is in the file (mode 0600)",
+			"listen", ns.ClientURL(), "user", auth.User, "file", file)
+	}
+	return nil
+}
+
+// connectNATS opens the core connection, checks the server's version and binds JetStream.
+func (a *App) connectNATS() error {
 	nc, err := a.Dialer.Connect("matememory-core")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	a.NC = nc
 	a.onClose(nc.Close)
 	if err := bus.CheckServerVersion(nc.ConnectedServerVersion()); err != nil {
-		return nil, fmt.Errorf("mate.nats.url %q: %w", m.NATS.URL, err)
+		return fmt.Errorf("mate.nats.url %q: %w", a.Cfg.Mate.NATS.URL, err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, fmt.Errorf("jetstream: %w", err)
+		return fmt.Errorf("jetstream: %w", err)
 	}
 	a.JS = js
+	return nil
+}
 
+// newCore builds what every target shares: the workspace, the stored conversations, the
+// tools and the HTTP server with its readiness checks.
+func (a *App) newCore() {
+	m := a.Cfg.Mate
+	db, nc, js := a.DB, a.NC, a.JS
 	a.Workspace = a.newWorkspace(db, append(a.recallHook(), a.mcpHook(), workspace.WithBudgetMetrics(a.Registry, a.Log))...)
 	a.Messages = conversation.New(db)
 	a.Tools = tool.New(a.Workspace)
@@ -257,12 +293,6 @@ func New(ctx context.Context, o Options) (*App, error) {
 		}
 		return a.llmHealth.Status()
 	})
-
-	if err := a.build(ctx); err != nil {
-		return nil, err
-	}
-	ok = true
-	return a, nil
 }
 
 func natsAuth(n config.NATS) bus.Auth {
