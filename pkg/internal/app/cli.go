@@ -100,7 +100,8 @@ var descriptions = map[string]string{
 }
 
 func rootCommand(defaultTarget string, stdin io.Reader, stdout, stderr io.Writer, environ []string) *cobra.Command {
-	var cfgPath, target string
+	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr, environ: environ}
+	var target string
 	root := &cobra.Command{
 		Use:           defaultTarget,
 		Short:         descriptions[defaultTarget],
@@ -113,59 +114,83 @@ func rootCommand(defaultTarget string, stdin io.Reader, stdout, stderr io.Writer
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageErr("%v\nRun '%s --help' for usage.", err, c.CommandPath())
 	})
-	root.PersistentFlags().StringVar(&cfgPath, "config", lookup(environ, "MATE_CONFIG"), "YAML configuration file (env MATE_CONFIG)")
+	root.PersistentFlags().StringVar(&c.cfgPath, "config", lookup(environ, "MATE_CONFIG"), "YAML configuration file (env MATE_CONFIG)")
 	root.Flags().StringVar(&target, "target", "", "parts to run, comma-separated: all, api, summarizer, emergence, scheduler (default: this binary's part; api without mate.nats.url: all)")
-
-	// load reads the configuration and builds the logger; it warns about MATE_* variables
-	// that name no setting.
-	load := func() (config.Config, *slog.Logger, error) {
-		cfg, err := config.Load(cfgPath, envLookup(environ))
-		if err != nil {
-			return cfg, nil, usageErr("%v", err)
-		}
-		log := cfg.Logger(stderr)
-		for _, name := range config.UnknownEnv(environ) {
-			if s := config.Suggest(name); s != "" {
-				log.Warn("environment variable names no setting; ignored", "name", name, "did you mean", s)
-			} else {
-				log.Warn("environment variable names no setting; ignored (see docs/configuration.md)", "name", name)
-			}
-		}
-		return cfg, log, nil
-	}
-	signalCtx := func() (context.Context, context.CancelFunc) {
-		return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	}
-	exit := func(code int) error {
-		if code == 0 {
-			return nil
-		}
-		return &exitError{code: code, err: errors.New("")}
-	}
-
-	// withConfig loads the configuration, runs fn until a signal and maps its exit code.
-	withConfig := func(fn func(ctx context.Context, cfg config.Config, log *slog.Logger) int) error {
-		cfg, log, err := load()
-		if err != nil {
-			return err
-		}
-		ctx, stop := signalCtx()
-		defer stop()
-		return exit(fn(ctx, cfg, log))
-	}
 	root.RunE = func(cmd *cobra.Command, _ []string) error {
-		return withConfig(func(ctx context.Context, cfg config.Config, log *slog.Logger) int {
+		return c.withConfig(func(ctx context.Context, cfg config.Config, log *slog.Logger) int {
 			return serve(ctx, cfg, log, defaultTarget, target, stderr)
 		})
 	}
+	replayCmd := c.flagged("replay [--agent N] [--since T] [--until T] [--from-seq N] [--to-seq N] [--dry-run]",
+		"Feed events stored on MATE_EVENTS through the summarizer again (idempotent)", replay)
+	mcpCmd := c.flagged("mcp-stdio --agent N [--language zh|en]", "Serve one agent's memory tools over MCP on stdin/stdout",
+		func(ctx context.Context, cfg config.Config, log *slog.Logger, args []string, out, errw io.Writer) int {
+			return mcpStdio(ctx, cfg, log, args, stdin, out, errw)
+		})
+	reindexCmd := c.flagged("reindex [--agent N]", "Index every memory file for search again (idempotent; progress and a summary)", reindex)
+	evalCmd := c.flagged("eval [--set file.json] [--k 5]", "Run the memory-search evaluation against the configured embedding endpoint", evalRecall)
+	exportC := c.flagged("export --agent N [--history] [--messages] [--ledger] [-o file]", "Write an agent's bundle (docs/bundle.md) from the database", exportCmd)
+	importC := c.flagged("import --agent N [--mode empty|merge] [--dry-run] FILE", "Import a bundle into an agent (validated first; all or nothing; idempotent)", importCmd)
+	eraseCmd := c.flagged("erase --agent N [--conversation ID] --confirm N|ID", "Erase every trace of an agent, or of one conversation, from every store (irreversible; prints the receipt)", eraseAgent)
+	root.AddCommand(c.migrateCommand(), replayCmd, mcpCmd, reindexCmd, evalCmd, exportC, importC, eraseCmd)
+	return root
+}
 
+// cli is what the commands share: the process's streams and environment, and the --config
+// flag.
+type cli struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	environ        []string
+	cfgPath        string
+}
+
+// load reads the configuration and builds the logger; it warns about MATE_* variables
+// that name no setting.
+func (c *cli) load() (config.Config, *slog.Logger, error) {
+	cfg, err := config.Load(c.cfgPath, envLookup(c.environ))
+	if err != nil {
+		return cfg, nil, usageErr("%v", err)
+	}
+	log := cfg.Logger(c.stderr)
+	for _, name := range config.UnknownEnv(c.environ) {
+		if s := config.Suggest(name); s != "" {
+			log.Warn("environment variable names no setting; ignored", "name", name, "did you mean", s)
+		} else {
+			log.Warn("environment variable names no setting; ignored (see docs/configuration.md)", "name", name)
+		}
+	}
+	return cfg, log, nil
+}
+
+// exit maps a command's exit code to its error (nil for 0).
+func exit(code int) error {
+	if code == 0 {
+		return nil
+	}
+	return &exitError{code: code, err: errors.New("")}
+}
+
+// withConfig loads the configuration, runs fn until a signal and maps its exit code.
+func (c *cli) withConfig(fn func(ctx context.Context, cfg config.Config, log *slog.Logger) int) error {
+	cfg, log, err := c.load()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return exit(fn(ctx, cfg, log))
+}
+
+// migrateCommand is `migrate` (apply, then list) and `migrate status` (list only).
+func (c *cli) migrateCommand() *cobra.Command {
 	migrate := &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply pending schema migrations, then list them all",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withConfig(func(ctx context.Context, cfg config.Config, _ *slog.Logger) int {
-				return migrateDB(ctx, cfg, true, stdout, stderr)
+			return c.withConfig(func(ctx context.Context, cfg config.Config, _ *slog.Logger) int {
+				return migrateDB(ctx, cfg, true, c.stdout, c.stderr)
 			})
 		},
 	}
@@ -174,39 +199,28 @@ func rootCommand(defaultTarget string, stdin io.Reader, stdout, stderr io.Writer
 		Short: "List every schema migration, applied (with its time) or pending; changes nothing",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withConfig(func(ctx context.Context, cfg config.Config, _ *slog.Logger) int {
-				return migrateDB(ctx, cfg, false, stdout, stderr)
+			return c.withConfig(func(ctx context.Context, cfg config.Config, _ *slog.Logger) int {
+				return migrateDB(ctx, cfg, false, c.stdout, c.stderr)
 			})
 		},
 	})
-	// replay, mcp-stdio, reindex and eval keep their own flag sets (their tests and docs use them);
-	// help is theirs, and exits 0.
-	flagged := func(use, short string, run func(ctx context.Context, cfg config.Config, log *slog.Logger, args []string, stdout, stderr io.Writer) int) *cobra.Command {
-		return &cobra.Command{
-			Use: use, Short: short, DisableFlagParsing: true,
-			RunE: func(cmd *cobra.Command, args []string) error {
-				if wantsHelp(args) {
-					return exit(run(context.Background(), config.Default(), slog.New(slog.DiscardHandler), []string{"-h"}, stdout, stdout))
-				}
-				return withConfig(func(ctx context.Context, cfg config.Config, log *slog.Logger) int {
-					return run(ctx, cfg, log, args, stdout, stderr)
-				})
-			},
-		}
+	return migrate
+}
+
+// flagged is a command that keeps its own flag set (replay, mcp-stdio, reindex, eval, export,
+// import and erase: their tests and docs use them); help is theirs, and exits 0.
+func (c *cli) flagged(use, short string, run func(ctx context.Context, cfg config.Config, log *slog.Logger, args []string, stdout, stderr io.Writer) int) *cobra.Command {
+	return &cobra.Command{
+		Use: use, Short: short, DisableFlagParsing: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if wantsHelp(args) {
+				return exit(run(context.Background(), config.Default(), slog.New(slog.DiscardHandler), []string{"-h"}, c.stdout, c.stdout))
+			}
+			return c.withConfig(func(ctx context.Context, cfg config.Config, log *slog.Logger) int {
+				return run(ctx, cfg, log, args, c.stdout, c.stderr)
+			})
+		},
 	}
-	replayCmd := flagged("replay [--agent N] [--since T] [--until T] [--from-seq N] [--to-seq N] [--dry-run]",
-		"Feed events stored on MATE_EVENTS through the summarizer again (idempotent)", replay)
-	mcpCmd := flagged("mcp-stdio --agent N [--language zh|en]", "Serve one agent's memory tools over MCP on stdin/stdout",
-		func(ctx context.Context, cfg config.Config, log *slog.Logger, args []string, out, errw io.Writer) int {
-			return mcpStdio(ctx, cfg, log, args, stdin, out, errw)
-		})
-	reindexCmd := flagged("reindex [--agent N]", "Index every memory file for search again (idempotent; progress and a summary)", reindex)
-	evalCmd := flagged("eval [--set file.json] [--k 5]", "Run the memory-search evaluation against the configured embedding endpoint", evalRecall)
-	exportC := flagged("export --agent N [--history] [--messages] [--ledger] [-o file]", "Write an agent's bundle (docs/bundle.md) from the database", exportCmd)
-	importC := flagged("import --agent N [--mode empty|merge] [--dry-run] FILE", "Import a bundle into an agent (validated first; all or nothing; idempotent)", importCmd)
-	eraseCmd := flagged("erase --agent N [--conversation ID] --confirm N|ID", "Erase every trace of an agent, or of one conversation, from every store (irreversible; prints the receipt)", eraseAgent)
-	root.AddCommand(migrate, replayCmd, mcpCmd, reindexCmd, evalCmd, exportC, importC, eraseCmd)
-	return root
 }
 
 // printJSON writes a command's result as indented JSON.
