@@ -5,8 +5,10 @@
 package config
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -349,9 +351,9 @@ func Load(path string, env func(string) (string, bool)) (Config, error) {
 		if err != nil {
 			return cfg, fmt.Errorf("read config file %s: %w", path, err)
 		}
-		dec := yaml.NewDecoder(bytesReader(raw))
+		dec := yaml.NewDecoder(bytes.NewReader(raw))
 		dec.KnownFields(true)
-		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, errEOF) {
+		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
 			return cfg, fmt.Errorf("parse config file %s: %w", path, err)
 		}
 	}

@@ -1,17 +1,11 @@
 package config
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"reflect"
 	"strconv"
 	"strings"
 )
-
-var errEOF = io.EOF
-
-func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 
 // envAliases are conventional names accepted besides the derived ones.
 var envAliases = map[string]string{
