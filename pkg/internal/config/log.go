@@ -8,8 +8,8 @@ import (
 	"strings"
 )
 
-// ParseLevel reads mate.log.level.
-func ParseLevel(s string) (slog.Level, error) {
+// parseLevel reads mate.log.level.
+func parseLevel(s string) (slog.Level, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "debug":
 		return slog.LevelDebug, nil
@@ -25,7 +25,7 @@ func ParseLevel(s string) (slog.Level, error) {
 
 // Logger builds the process's logger from mate.log.* (validated by Load).
 func (c Config) Logger(w io.Writer) *slog.Logger {
-	level, err := ParseLevel(c.Mate.Log.Level)
+	level, err := parseLevel(c.Mate.Log.Level)
 	if err != nil {
 		level = slog.LevelInfo
 	}

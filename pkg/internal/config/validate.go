@@ -60,7 +60,7 @@ func validateBasics(m Mate, p *problems) {
 	if m.Log.Format != "text" && m.Log.Format != "json" {
 		p.bad("mate.log.format", "%q is not supported; accepted: text, json", m.Log.Format)
 	}
-	if _, err := ParseLevel(m.Log.Level); err != nil {
+	if _, err := parseLevel(m.Log.Level); err != nil {
 		p.bad("mate.log.level", "%q is not supported; accepted: debug, info, warn, error", m.Log.Level)
 	}
 	if m.Language != "zh" && m.Language != "en" {
@@ -162,8 +162,8 @@ func validateAuth(m Mate, p *problems) {
 	for i, k := range m.Auth.Keys {
 		if k.Key == "" {
 			p.bad("mate.auth.keys", "key #%d is empty", i+1)
-		} else if n := len([]rune(k.Key)); n < MinKeyLength {
-			p.bad("mate.auth.keys", "key #%d is %d characters; at least %d are required (e.g. openssl rand -hex 24)", i+1, n, MinKeyLength)
+		} else if n := len([]rune(k.Key)); n < minKeyLength {
+			p.bad("mate.auth.keys", "key #%d is %d characters; at least %d are required (e.g. openssl rand -hex 24)", i+1, n, minKeyLength)
 		}
 		for _, a := range k.Agents {
 			if a == "*" {
@@ -235,8 +235,8 @@ func validateTracing(m Mate, p *problems) {
 	}
 }
 
-// MinKeyLength is the shortest API key accepted.
-const MinKeyLength = 16
+// minKeyLength is the shortest API key accepted.
+const minKeyLength = 16
 
 // LoopbackOnly reports whether addr binds only to a loopback interface.
 func LoopbackOnly(addr string) bool {

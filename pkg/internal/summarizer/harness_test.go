@@ -253,18 +253,6 @@ func (h *harness) publish(e *event.ConversationCompletedEvent) event.Ack {
 	return ack
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // finalRun returns the last ledger row of an event that is final (not deferred, not a
 // retried failure), if any.
 func (h *harness) runs(eventID string) []ledger.Run {

@@ -105,9 +105,6 @@ type Option func(*Service)
 // WithReplicas sets the replication factor of the summary bucket (default 1).
 func WithReplicas(n int) Option { return func(s *Service) { s.replicas = n } }
 
-// WithBucket names the summary bucket (default Bucket).
-func WithBucket(name string) Option { return func(s *Service) { s.bucket = name } }
-
 // WithOwner names this replica in in-flight markers (default host-pid-random).
 func WithOwner(name string) Option { return func(s *Service) { s.owner = name } }
 
@@ -115,10 +112,6 @@ func WithOwner(name string) Option { return func(s *Service) { s.owner = name } 
 // others take over (default 2 minutes; it is renewed after each chunk). Set it above the
 // LLM timeout.
 func WithLockTTL(d time.Duration) Option { return func(s *Service) { s.lockTTL = d } }
-
-// WithWaitTimeout bounds how long a request waits for another replica's summary before it
-// degrades (default: the lock TTL).
-func WithWaitTimeout(d time.Duration) Option { return func(s *Service) { s.wait = d } }
 
 // WithFailureTTL is how long a failed summary makes other requests degrade at once instead
 // of calling the LLM again (default 30 s).
@@ -173,9 +166,9 @@ func New(ctx context.Context, cfg config.Window, d Deps, opts ...Option) (*Servi
 		_, _ = rand.Read(r[:])
 		s.owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(r[:]))
 	}
-	if s.wait <= 0 {
-		s.wait = s.lockTTL
-	}
+	// A request waits for another replica's summary as long as that replica may hold its
+	// marker.
+	s.wait = s.lockTTL
 	if d.History == nil || d.Workspace == nil {
 		return nil, fmt.Errorf("window: History and Workspace are required")
 	}
@@ -220,8 +213,8 @@ type Request struct {
 	Preview bool
 }
 
-// MaxInputTokensLimit bounds maxInputTokens (no model accepts more).
-const MaxInputTokensLimit = 100_000_000
+// maxInputTokensLimit bounds maxInputTokens (no model accepts more).
+const maxInputTokensLimit = 100_000_000
 
 func (r Request) validate() error {
 	if r.AgentID <= 0 {
@@ -236,8 +229,8 @@ func (r Request) validate() error {
 	if !utf8.ValidString(r.UserMessage) || !utf8.ValidString(r.SystemPrompt) {
 		return invalidf("systemPrompt and userMessage must be valid UTF-8")
 	}
-	if r.MaxInputTokens < 0 || r.MaxInputTokens > MaxInputTokensLimit {
-		return invalidf("maxInputTokens must be between 1 and %d (or omitted for the default), got %d", MaxInputTokensLimit, r.MaxInputTokens)
+	if r.MaxInputTokens < 0 || r.MaxInputTokens > maxInputTokensLimit {
+		return invalidf("maxInputTokens must be between 1 and %d (or omitted for the default), got %d", maxInputTokensLimit, r.MaxInputTokens)
 	}
 	if len(r.Model) > 200 {
 		return invalidf("model name is %d bytes; at most 200", len(r.Model))

@@ -11,6 +11,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/matememory/matememory/pkg/internal/config"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/tokens"
 )
@@ -27,9 +28,6 @@ const (
 	DefaultMemoryBudget  = 2000
 	DefaultProfileBudget = 800
 )
-
-// MaxBudgetTokens bounds a budget set for one agent (config.MaxBudgetTokens).
-const MaxBudgetTokens = 1_000_000
 
 // Budgets are the token budgets of the core files and the tokenizer that counts them (the
 // one of the agent's model, mate.llm.model).
@@ -135,7 +133,7 @@ func (s *Service) budgetsFrom(memory, profile int) AgentBudgets {
 }
 
 // SetBudgets overrides an agent's budgets: nil leaves one as it is, 0 returns it to the
-// default, 1 to MaxBudgetTokens sets it.
+// default, 1 to config.MaxBudgetTokens sets it.
 func (s *Service) SetBudgets(ctx context.Context, agentID int64, memory, profile *int) (AgentBudgets, error) {
 	if err := ValidateBudgets(memory, profile); err != nil {
 		return AgentBudgets{}, err
@@ -173,9 +171,9 @@ func ValidateBudgets(memory, profile *int) error {
 		name string
 		p    *int
 	}{{MemoryFile, memory}, {ProfileFile, profile}} {
-		if v.p != nil && (*v.p < 0 || *v.p > MaxBudgetTokens) {
+		if v.p != nil && (*v.p < 0 || *v.p > config.MaxBudgetTokens) {
 			return invalidf("the budget of %s must be 1 to %d tokens, or 0 for the default (mate.memory.budget.*), got %d",
-				v.name, MaxBudgetTokens, *v.p)
+				v.name, config.MaxBudgetTokens, *v.p)
 		}
 	}
 	return nil
