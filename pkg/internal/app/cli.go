@@ -184,25 +184,24 @@ func (c *cli) withConfig(fn func(ctx context.Context, cfg config.Config, log *sl
 
 // migrateCommand is `migrate` (apply, then list) and `migrate status` (list only).
 func (c *cli) migrateCommand() *cobra.Command {
+	run := func(apply bool) func(*cobra.Command, []string) error {
+		return func(*cobra.Command, []string) error {
+			return c.withConfig(func(ctx context.Context, cfg config.Config, _ *slog.Logger) int {
+				return migrateDB(ctx, cfg, apply, c.stdout, c.stderr)
+			})
+		}
+	}
 	migrate := &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply pending schema migrations, then list them all",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return c.withConfig(func(ctx context.Context, cfg config.Config, _ *slog.Logger) int {
-				return migrateDB(ctx, cfg, true, c.stdout, c.stderr)
-			})
-		},
+		RunE:  run(true),
 	}
 	migrate.AddCommand(&cobra.Command{
 		Use:   "status",
 		Short: "List every schema migration, applied (with its time) or pending; changes nothing",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return c.withConfig(func(ctx context.Context, cfg config.Config, _ *slog.Logger) int {
-				return migrateDB(ctx, cfg, false, c.stdout, c.stderr)
-			})
-		},
+		RunE:  run(false),
 	})
 	return migrate
 }
