@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/matememory/matememory/pkg/internal/llm/llmtest"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
 )
@@ -61,7 +62,7 @@ func TestConsolidationKeepsTheBudget(t *testing.T) {
 				h.conversation(21, "c1", "t21", 4)
 				h.worker(h.service("w1"))
 				h.publish(completed(21, "c1", "e-cons", 4))
-				eventually(t, 20*time.Second, "settled", func() bool { return h.settled() && len(h.runs("e-cons")) > 0 })
+				poll.Until(t, 20*time.Second, "settled", func() bool { return h.settled() && len(h.runs("e-cons")) > 0 })
 
 				run := h.runs("e-cons")[0]
 				mem, _ := h.file(21, "MEMORY.md")

@@ -68,7 +68,7 @@ func TestStrandedEventsAreSweptUp(t *testing.T) {
 			}
 		}
 		// The record is cleared when the lease is released, just after the ledger rows commit.
-		eventually(t, 10*time.Second, "the record cleared after the sweep", func() bool {
+		poll.Until(t, 10*time.Second, "the record cleared after the sweep", func() bool {
 			return len(h.record(svc, 1).Coalesced) == 0
 		})
 		if x, err := svc.Stranded(ctx); err != nil || len(x) != 0 {

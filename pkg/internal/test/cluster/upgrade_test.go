@@ -17,6 +17,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/client"
 	"github.com/matememory/matememory/pkg/event"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
 )
@@ -289,15 +290,15 @@ func TestRollingUpgradeOldBesideNew(t *testing.T) {
 	}()
 	at := func(n int64) {
 		t.Helper()
-		eventually(t, 90*time.Second, fmt.Sprintf("%d events published", n), func() (bool, string) {
+		poll.UntilReason(t, 90*time.Second, fmt.Sprintf("%d events published", n), func() (bool, string) {
 			return load.count.Load() >= n, fmt.Sprint(load.count.Load())
-		})
+		}, poll.Every(100*time.Millisecond))
 	}
 	inCall := func(p *proc) {
 		t.Helper()
-		eventually(t, 60*time.Second, p.name+" in an LLM call", func() (bool, string) {
+		poll.UntilReason(t, 60*time.Second, p.name+" in an LLM call", func() (bool, string) {
 			return llm.inFlight(p.name) > 0, fmt.Sprintf("%d calls done", llm.doneCalls.Load())
-		})
+		}, poll.Every(100*time.Millisecond))
 	}
 	extractions := map[string]float64{}
 	completed := func(p *proc) {
@@ -406,7 +407,7 @@ func TestRollingUpgradeOldBesideNew(t *testing.T) {
 		}
 		var agent int64
 		fmt.Sscanf(m.what, "emergence agent %d", &agent)
-		eventually(t, 30*time.Second, m.what+": one run", func() (bool, string) {
+		poll.UntilReason(t, 30*time.Second, m.what+": one run", func() (bool, string) {
 			runs, err := cNew.Runs(ctx, agent, client.RunFilter{Kind: "emergence", EventID: m.out.RequestID})
 			if err != nil {
 				return false, err.Error()
@@ -421,7 +422,7 @@ func TestRollingUpgradeOldBesideNew(t *testing.T) {
 				t.Fatalf("%s: %d final runs, want 1: %+v", m.what, final, runs)
 			}
 			return final == 1, fmt.Sprintf("%d final runs of %d", final, len(runs))
-		})
+		}, poll.Every(100*time.Millisecond))
 	}
 
 	// Both versions did extractions beside each other.

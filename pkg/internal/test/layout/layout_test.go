@@ -54,6 +54,8 @@ var contract = map[string]string{
 	"event.MaxConversationIDBytes": "the limit of the event's conversationId",
 	"eventpub.ErrTooLarge":         "the error a chat service gets for an event over the stream's limit",
 	"eventpub.WithTracing":         "the option that carries a chat service's trace context on its events",
+	"client.MemoryHit":             "one hit of SearchMemory's result",
+	"client.StatusFailed":          "a run status a caller compares Run.Status with",
 }
 
 // moving are public names only internal code uses that the redesign (issue 24) is still
