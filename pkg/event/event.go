@@ -29,7 +29,8 @@ import (
 	"unicode/utf8"
 )
 
-// Names shared with the workers (pkg/internal/bus holds the same values; a test keeps them equal).
+// The names chat services need. They are defined here, and MateMemory's own catalogue
+// (pkg/internal/bus) refers to them.
 const (
 	// Stream is the JetStream stream that stores both subjects below.
 	Stream = "MATE_EVENTS"
@@ -37,6 +38,11 @@ const (
 	SubjectCompleted = "mate.conversation.completed"
 	// SubjectSummarize is the prefix of mate.memory.summarize.<agentId>.
 	SubjectSummarize = "mate.memory.summarize"
+	// StreamAgentTriggers is the stream a chat service consumes cron triggers from (with a
+	// durable consumer of its own): subject SubjectAgentTrigger.<agentId>.
+	StreamAgentTriggers = "MATE_AGENT_TRIGGERS"
+	// SubjectAgentTrigger is the prefix of mate.agent.trigger.<agentId>.
+	SubjectAgentTrigger = "mate.agent.trigger"
 )
 
 // Trigger sources: the spec's "web" / "channel" / "cron", plus "api". Any other source is

@@ -57,25 +57,6 @@ func EnsureKeyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.K
 		func(ctx context.Context) (jetstream.KeyValue, error) { return js.CreateOrUpdateKeyValue(ctx, cfg) })
 }
 
-// DLQStreamConfig is the dead-letter stream: every mate.dlq.> subject, limits retention,
-// kept for maxAge (operators list and retry from it).
-func DLQStreamConfig(replicas int, maxAge time.Duration) jetstream.StreamConfig {
-	if replicas <= 0 {
-		replicas = 1
-	}
-	return jetstream.StreamConfig{
-		Name:        StreamDLQ,
-		Description: "MateMemory dead letters: messages given up on, with the reason in Mate-Dlq-* headers",
-		Subjects:    []string{SubjectDeadLetter + ".>"},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
-		MaxAge:      maxAge,
-		Discard:     jetstream.DiscardOld,
-		Duplicates:  2 * time.Minute,
-	}
-}
-
 // Dead-letter headers. The original message's headers are kept as they were, except
 // Nats-Msg-Id, which moves to HeaderDLQMsgID (the dead letter gets its own id).
 const (

@@ -65,7 +65,7 @@ func (s *Service) consolidateFirst(ctx context.Context, job Job, a *attempt, lan
 			Budget: budget, Language: language, Date: day})
 		a.run.TokensIn += ans.TokensIn
 		a.run.TokensOut += ans.TokensOut
-		s.d.Metrics.Consolidations.WithLabelValues(name, outcomeOf(err)).Inc()
+		s.d.Metrics.Consolidations.WithLabelValues(name, consolidationResult(err)).Inc()
 		if err != nil {
 			if ctx.Err() != nil {
 				return files, c, err
@@ -89,7 +89,7 @@ func (s *Service) consolidateFirst(ctx context.Context, job Job, a *attempt, lan
 	return seen, c, nil
 }
 
-func outcomeOf(err error) string {
+func consolidationResult(err error) string {
 	if err != nil {
 		return "refused"
 	}

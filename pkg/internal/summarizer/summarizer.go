@@ -214,19 +214,7 @@ func erasedResult() Result {
 // Final reports whether the job is done with (not to be retried).
 func (r Result) Final() bool { return !r.Retry }
 
-func (s *Service) backoff(attempt int) time.Duration {
-	if attempt < 1 {
-		attempt = 1
-	}
-	d := s.set.BackoffBase
-	for i := 1; i < attempt && d < s.set.BackoffMax; i++ {
-		d *= 2
-	}
-	if d > s.set.BackoffMax {
-		d = s.set.BackoffMax
-	}
-	return jitter(d)
-}
+func (s *Service) backoff(attempt int) time.Duration { return s.retryBackoff().Delay(attempt) }
 
 func jitter(d time.Duration) time.Duration {
 	if d <= 0 {
