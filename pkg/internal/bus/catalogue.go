@@ -233,11 +233,3 @@ func DLQStreamConfig(replicas int, maxAge time.Duration) jetstream.StreamConfig 
 		Duplicates:  2 * time.Minute,
 	}
 }
-
-// ManualEmergenceBucket is the KV bucket of the manual emergence trigger's per-agent
-// cooldown (its TTL).
-func ManualEmergenceBucket(replicas int, cooldown time.Duration) jetstream.KeyValueConfig {
-	return jetstream.KeyValueConfig{Bucket: BucketManualEmergence,
-		Description: "MateMemory: the last manual emergence request per agent (the TTL is the per-agent cooldown)",
-		TTL:         cooldown, History: 1, Storage: jetstream.FileStorage, Replicas: max(replicas, 1)}
-}

@@ -118,20 +118,11 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// ConsumerConfig is the workers' shared durable consumer: created at start-up and bound
-// (DESIGN.md §8), explicit acks, bounded deliveries.
+// ConsumerConfig is the workers' shared durable consumer (bus.EmergenceConsumerConfig):
+// created at start-up and bound (DESIGN.md §8), explicit acks, bounded deliveries.
 func ConsumerConfig(c Config) jetstream.ConsumerConfig {
 	c = c.withDefaults()
-	return jetstream.ConsumerConfig{
-		Durable:       Consumer,
-		Description:   "MateMemory emergence workers",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       c.AckWait,
-		MaxDeliver:    c.MaxDeliver,
-		FilterSubject: bus.SubjectEmergence + ".>",
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		MaxAckPending: 1000,
-	}
+	return bus.EmergenceConsumerConfig(c.AckWait, c.MaxDeliver)
 }
 
 // Worker consumes emergence requests.
@@ -150,10 +141,8 @@ type Worker struct {
 	tracing tracing.Messaging
 	guard   *panics.Guard
 
-	mu   sync.Mutex
-	it   jetstream.MessagesContext
-	done chan struct{}
-	wg   sync.WaitGroup
+	mu sync.Mutex
+	rt *bus.Runtime[Request]
 }
 
 // Option configures a Worker.
@@ -221,60 +210,41 @@ func (w *Worker) Provision(ctx context.Context) error {
 	return err
 }
 
-// Start provisions, binds to the durable consumer and consumes until Stop.
+// Start provisions, binds to the durable consumer and consumes until Stop (a handler on
+// the message runtime, bus.Runtime).
 func (w *Worker) Start(ctx context.Context) error {
 	if err := w.Provision(ctx); err != nil {
 		return err
 	}
-	cons, err := w.js.Consumer(ctx, Stream, Consumer)
+	rt, err := bus.Bind(ctx, w.js.Conn(), Stream, Consumer, bus.Handler[Request]{
+		Decode:       decode,
+		Handle:       w.handle,
+		Where:        "emergence.handle",
+		Attrs:        func(r Request) []any { return []any{"agent", r.AgentID, "request", r.RequestID} },
+		DeadLettered: func(string) { w.count("dead_lettered") },
+	}, bus.WithLogger(w.log), bus.WithTracing(w.tracing), bus.WithGuard(w.guard), bus.WithConcurrency(w.cfg.Concurrency),
+		bus.WithBackoff(w.retryBackoff()), bus.WithMaxDeliver(w.cfg.MaxDeliver), bus.WithAckWait(w.cfg.AckWait))
 	if err != nil {
-		return fmt.Errorf("bind to consumer %s on %s: %w", Consumer, Stream, err)
+		return err
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(w.cfg.Concurrency))
-	if err != nil {
-		return fmt.Errorf("consume %s: %w", Stream, err)
+	if err := rt.Start(); err != nil {
+		return err
 	}
 	w.mu.Lock()
-	w.it, w.done = it, make(chan struct{})
-	done := w.done
+	w.rt = rt
 	w.mu.Unlock()
-	go w.loop(it, done)
 	return nil
 }
 
-// Stop stops taking requests and waits for those in progress.
+// Stop stops taking requests; those in progress are interrupted and handed back for
+// another worker (NAKed without delay).
 func (w *Worker) Stop() {
 	w.mu.Lock()
-	it, done := w.it, w.done
-	w.it = nil
+	rt := w.rt
+	w.rt = nil
 	w.mu.Unlock()
-	if it == nil {
-		return
-	}
-	it.Drain()
-	<-done
-	w.wg.Wait()
-}
-
-func (w *Worker) loop(it jetstream.MessagesContext, done chan struct{}) {
-	defer close(done)
-	sem := make(chan struct{}, w.cfg.Concurrency)
-	for {
-		msg, err := it.Next()
-		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return
-			}
-			w.log.Warn("emergence: next message", "err", err)
-			continue
-		}
-		sem <- struct{}{}
-		w.wg.Add(1)
-		go func() {
-			defer w.wg.Done()
-			defer func() { <-sem }()
-			w.process(msg)
-		}()
+	if rt != nil {
+		rt.Stop()
 	}
 }
 
@@ -295,13 +265,13 @@ func decode(msg jetstream.Msg) (Request, error) {
 	var req Request
 	m := agentSubject.FindStringSubmatch(msg.Subject())
 	if m == nil {
-		return req, fmt.Errorf("subject %s is not %s.<agentId>", msg.Subject(), bus.SubjectEmergence)
+		return req, fmt.Errorf("poison: subject %s is not %s.<agentId>", msg.Subject(), bus.SubjectEmergence)
 	}
 	if err := json.Unmarshal(msg.Data(), &req); err != nil {
-		return req, fmt.Errorf("undecodable request: %v", err)
+		return req, fmt.Errorf("poison: undecodable request: %v", err)
 	}
 	if strconv.FormatInt(req.AgentID, 10) != m[1] {
-		return req, fmt.Errorf("request for agent %d published on %s", req.AgentID, msg.Subject())
+		return req, fmt.Errorf("poison: request for agent %d published on %s", req.AgentID, msg.Subject())
 	}
 	if req.RequestID == "" {
 		req.RequestID = msg.Headers().Get("Nats-Msg-Id")
@@ -314,7 +284,8 @@ func decode(msg jetstream.Msg) (Request, error) {
 	return req, nil
 }
 
-// Failure classes, decided in one place (classify) and acted on in process.
+// Failure classes: an error is a deferral (the agent's lease is held), or what
+// bus.OutcomeOf makes of it (Permanent: dead letter; anything else: retry with backoff).
 type action int
 
 const (
@@ -324,137 +295,76 @@ const (
 	actDeadLetter               // permanent failure: nothing to gain from retrying
 )
 
-// permanentError marks failures that retrying cannot fix (a 400 from the model, an answer
-// that is not the JSON contract).
-type permanentError struct{ err error }
-
-func (e *permanentError) Error() string { return e.err.Error() }
-func (e *permanentError) Unwrap() error { return e.err }
-
-func permanent(err error) error { return &permanentError{err: err} }
+// permanent marks failures that retrying cannot fix (a 400 from the model, an answer that
+// is not the JSON contract).
+func permanent(err error) error { return bus.Permanent(err) }
 
 func classify(err error) action {
-	var pe *permanentError
 	switch {
 	case err == nil:
 		return actAck
 	case errors.Is(err, lease.ErrHeld):
 		return actDefer
-	case errors.As(err, &pe):
+	case bus.IsPermanent(err):
 		return actDeadLetter
 	default:
 		return actRetry
 	}
 }
 
-func backoff(base, limit time.Duration, attempt uint64) time.Duration {
-	d := base
-	for i := uint64(1); i < attempt && d < limit; i++ {
-		d *= 2
-	}
-	return min(d, limit)
+// retryBackoff is the delay after a transient failure: RetryBase doubling up to 5 minutes.
+func (w *Worker) retryBackoff() bus.Backoff {
+	return bus.Backoff{Initial: w.cfg.RetryBase, Max: 5 * time.Minute}
 }
 
-func (w *Worker) process(msg jetstream.Msg) {
-	ctx, span := w.tracing.StartProcess(context.Background(), msg.Subject(), msg.Headers())
-	defer span.End()
-	attempt := uint64(1)
-	if md, err := msg.Metadata(); err == nil {
-		attempt = md.NumDelivered
-	}
-	span.SetAttributes(attribute.Int64("messaging.nats.delivery_count", int64(attempt)))
-	req, err := decode(msg)
-	if err != nil {
-		span.SetStatus(codes.Error, "poison message")
-		w.deadLetter(ctx, msg, "poison: "+err.Error())
-		return
-	}
-	stop := w.keepAlive(msg)
+// leaseBackoff is the delay after meeting a held lease: LeaseRetry doubling up to 30 s.
+func (w *Worker) leaseBackoff() bus.Backoff {
+	return bus.Backoff{Initial: w.cfg.LeaseRetry, Max: 30 * time.Second}
+}
+
+// handle consolidates one request and maps what happened to an outcome.
+func (w *Worker) handle(ctx context.Context, d *bus.Delivery[Request]) bus.Outcome {
+	req := d.Value
 	hctx, cancel := context.WithTimeout(ctx, w.cfg.HandlerTimeout)
-	var run ledger.Run
-	if perr := w.guard.Do("emergence.handle", func() { run, err = w.consolidate(hctx, req, int(attempt)) },
-		"agent", req.AgentID, "request", req.RequestID, "attempt", attempt); perr != nil {
-		// Retried with backoff like a transient failure, dead-lettered on the last delivery.
-		run = ledger.Run{Status: store.RunFailed, Reason: perr.Error()}
-		err = perr
-	}
+	run, err := w.consolidate(hctx, req, d.Attempt)
 	cancel()
-	stop()
-	span.SetAttributes(attribute.Int64("matememory.agent_id", req.AgentID), attribute.String("matememory.run.status", run.Status))
+	d.Span.SetAttributes(attribute.Int64("matememory.agent_id", req.AgentID), attribute.String("matememory.run.status", run.Status))
 	if act := classify(err); act == actRetry || act == actDeadLetter {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+		d.Span.RecordError(err)
+		d.Span.SetStatus(codes.Error, err.Error())
 	}
-	last := attempt >= uint64(w.cfg.MaxDeliver)
+	return w.outcome(req, run, err, d.Attempt, d.LastAttempt)
+}
+
+// outcome is the request's outcome; it answers a manual caller on the way.
+func (w *Worker) outcome(req Request, run ledger.Run, err error, attempt int, last bool) bus.Outcome {
 	switch classify(err) {
-	case actAck:
-		w.reply(req, run, false)
-		if err := msg.Ack(); err != nil {
-			w.log.Warn("emergence: ack", "request", req.RequestID, "err", err)
-		}
 	case actDefer:
 		if last {
 			reason := fmt.Sprintf("agent %d's lease was held at each of %d deliveries (last: %v)", req.AgentID, attempt, err)
 			run.Status, run.Reason = store.RunFailed, reason+"; dead-lettered"
 			w.reply(req, run, false)
-			w.deadLetter(ctx, msg, reason)
-			return
+			return bus.Reject(reason)
 		}
-		_ = msg.NakWithDelay(backoff(w.cfg.LeaseRetry, 30*time.Second, attempt))
+		return bus.RetryAfter(w.leaseBackoff().Delay(attempt), err.Error())
 	case actRetry:
 		if last {
 			run.Reason += fmt.Sprintf("; failed at each of %d deliveries, dead-lettered", attempt)
 			w.reply(req, run, false)
-			w.deadLetter(ctx, msg, fmt.Sprintf("failed at each of %d deliveries; last: %v", attempt, err))
-			return
+			return bus.Reject(fmt.Sprintf("failed at each of %d deliveries; last: %v", attempt, err))
 		}
 		w.reply(req, run, true)
-		delay := backoff(w.cfg.RetryBase, 5*time.Minute, attempt)
+		o := bus.OutcomeOf(err, attempt, w.retryBackoff())
 		if ra, ok := llm.RetryAfter(err); ok {
 			// A rate-limited provider said when to come back: not sooner (within the cap).
-			delay = max(delay, min(ra, 5*time.Minute))
+			o.Delay = max(o.Delay, min(ra, 5*time.Minute))
 		}
-		_ = msg.NakWithDelay(delay)
+		return o
 	case actDeadLetter:
 		run.Reason += "; dead-lettered"
-		w.reply(req, run, false)
-		w.deadLetter(ctx, msg, err.Error())
 	}
-}
-
-// keepAlive tells JetStream the message is still being worked on, so a slow model call does
-// not get it redelivered to another worker meanwhile.
-func (w *Worker) keepAlive(msg jetstream.Msg) func() {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(max(w.cfg.AckWait/3, time.Second))
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				_ = msg.InProgress()
-			}
-		}
-	}()
-	return func() { cancel(); <-done }
-}
-
-func (w *Worker) deadLetter(ctx context.Context, msg jetstream.Msg, reason string) {
-	w.count("dead_lettered")
-	if _, err := bus.DeadLetter(ctx, w.js, bus.LetterFrom(msg, reason)); err != nil {
-		// Leave it unacknowledged: it comes back after AckWait instead of vanishing.
-		w.log.Error("emergence: dead-letter failed; the message will be redelivered", "subject", msg.Subject(), "err", err)
-		_ = msg.NakWithDelay(w.cfg.RetryBase)
-		return
-	}
-	w.log.Warn("emergence: dead-lettered", "subject", msg.Subject(), "reason", reason)
-	if err := msg.Ack(); err != nil {
-		w.log.Warn("emergence: ack after dead-letter", "err", err)
-	}
+	w.reply(req, run, false)
+	return bus.OutcomeOf(err, attempt, w.retryBackoff())
 }
 
 func (w *Worker) reply(req Request, run ledger.Run, retrying bool) {
@@ -547,55 +457,13 @@ func (w *Worker) attempt(ctx context.Context, req Request, run *ledger.Run) erro
 		return done(store.RunSkipped, fmt.Sprintf("no daily notes from %s to %s (the last %d days)", window.from, window.to, w.cfg.DayRange))
 	}
 	rendered, left := renderNotes(notes, w.cfg.MaxNotesBytes)
-	suffix := ""
+	p := prepared{agent: agent, win: window, notes: rendered, n: len(notes) - left, held: held}
 	if left > 0 {
-		suffix = fmt.Sprintf(" (%d older notes left out: over the %d-byte prompt budget)", left, w.cfg.MaxNotesBytes)
+		p.suffix = fmt.Sprintf(" (%d older notes left out: over the %d-byte prompt budget)", left, w.cfg.MaxNotesBytes)
 	}
-
 	for try := 1; try <= w.cfg.CASAttempts; try++ {
-		cur, expect, err := w.readMemory(lctx, req.AgentID)
-		if err != nil {
-			return err
-		}
-		reply, truncated, err := w.ask(lctx, agent, window, rendered, len(notes)-left, cur, run)
-		if err != nil {
-			return err
-		}
-		if !reply.ShouldUpdate {
-			return done(store.RunSkipped, "the model saw nothing to consolidate: "+oneLine(reply.Reason)+suffix)
-		}
-		proposed := reply.MemoryContent
-		if len(reply.MemoryEdits) > 0 {
-			// Edits apply to the file as read for this call (the version written against
-			// below), all or nothing; a missing or ambiguous anchor refuses them without
-			// asking the model again (docs/emergence.md).
-			applied, err := memedit.Apply(cur, reply.MemoryEdits)
-			if err != nil {
-				return done(store.RunRefused, "memory_edits refused: "+err.Error()+"; MEMORY.md left unchanged")
-			}
-			proposed = applied
-		}
-		// Trimmed as the summarizer trims memory_update: a model's leading blank line or
-		// trailing spaces never reach MEMORY.md.
-		content := strings.TrimSpace(guard.Redact(proposed))
-		base := cur
-		if workspace.IsSeed(MemoryFile, cur) {
-			// The seeded template holds no user information: replacing it loses nothing.
-			base = ""
-		}
-		if err := guard.CheckRewrite(base, content, truncated); err != nil {
-			return done(store.RunRefused, err.Error()+"; MEMORY.md left unchanged")
-		}
-		if strings.TrimSpace(content) == strings.TrimSpace(cur) {
-			return done(store.RunSkipped, "the consolidation equals the current MEMORY.md: "+oneLine(reply.Reason))
-		}
-		// Fencing: a worker that lost its lease writes nothing.
-		if err := held.Err(); err != nil {
-			return err
-		}
-		f, created, err := w.ws.Write(lctx, req.AgentID, MemoryFile, content, expect,
-			workspace.Change{Actor: store.ActorEmergence, Ref: run.RunID, InTx: fence.InTx(held, req.AgentID)})
-		if errors.Is(err, workspace.ErrConflict) || errors.Is(err, workspace.ErrNotFound) {
+		status, reason, err := w.rewrite(lctx, req, p, run)
+		if errors.Is(err, errChanged) {
 			// A tool or API edit landed during the model call: ask again with what is there now.
 			w.log.Info("emergence: MEMORY.md changed during the model call; asking again", "agent", req.AgentID, "try", try)
 			continue
@@ -603,19 +471,96 @@ func (w *Worker) attempt(ctx context.Context, req Request, run *ledger.Run) erro
 		if err != nil {
 			return err
 		}
-		if created {
-			// MEMORY.md had been deleted: the re-created file is a core file again.
-			on, order := true, 3
-			if _, err := w.ws.SetFlags(lctx, req.AgentID, MemoryFile, &on, &order, f.Version,
-				workspace.Change{Actor: store.ActorEmergence, Ref: run.RunID}); err != nil {
-				w.log.Warn("emergence: enable re-created MEMORY.md", "agent", req.AgentID, "err", err)
-			}
-		}
-		run.FilesChanged = []string{MemoryFile}
-		return done(store.RunCompleted, fmt.Sprintf("MEMORY.md consolidated from %d daily notes (%s to %s): %s%s",
-			len(notes)-left, window.from, window.to, oneLine(reply.Reason), suffix))
+		return done(status, reason)
 	}
 	return fmt.Errorf("MEMORY.md changed during each of %d model calls; will retry", w.cfg.CASAttempts)
+}
+
+// prepared is what one attempt asks the model about: the agent, the notes' window, the
+// rendered notes (n of them) and what the reason says about notes left out, under held.
+type prepared struct {
+	agent  store.Agent
+	win    window
+	notes  string
+	n      int
+	suffix string
+	held   *lease.Lease
+}
+
+// errChanged: MEMORY.md changed between its read and the write (compare-and-swap lost).
+var errChanged = errors.New("MEMORY.md changed during the model call")
+
+// rewrite reads MEMORY.md, asks the model, checks its answer and writes it against the
+// version read; it returns the run's status and reason, or errChanged to ask again.
+func (w *Worker) rewrite(ctx context.Context, req Request, p prepared, run *ledger.Run) (string, string, error) {
+	cur, expect, err := w.readMemory(ctx, req.AgentID)
+	if err != nil {
+		return "", "", err
+	}
+	reply, truncated, err := w.ask(ctx, p.agent, p.win, p.notes, p.n, cur, run)
+	if err != nil {
+		return "", "", err
+	}
+	if !reply.ShouldUpdate {
+		return store.RunSkipped, "the model saw nothing to consolidate: " + oneLine(reply.Reason) + p.suffix, nil
+	}
+	proposed := reply.MemoryContent
+	if len(reply.MemoryEdits) > 0 {
+		// Edits apply to the file as read for this call (the version written against
+		// below), all or nothing; a missing or ambiguous anchor refuses them without
+		// asking the model again (docs/emergence.md).
+		applied, err := memedit.Apply(cur, reply.MemoryEdits)
+		if err != nil {
+			return store.RunRefused, "memory_edits refused: " + err.Error() + "; MEMORY.md left unchanged", nil
+		}
+		proposed = applied
+	}
+	// Trimmed as the summarizer trims memory_update: a model's leading blank line or
+	// trailing spaces never reach MEMORY.md.
+	content := strings.TrimSpace(guard.Redact(proposed))
+	base := cur
+	if workspace.IsSeed(MemoryFile, cur) {
+		// The seeded template holds no user information: replacing it loses nothing.
+		base = ""
+	}
+	if err := guard.CheckRewrite(base, content, truncated); err != nil {
+		return store.RunRefused, err.Error() + "; MEMORY.md left unchanged", nil
+	}
+	if strings.TrimSpace(content) == strings.TrimSpace(cur) {
+		return store.RunSkipped, "the consolidation equals the current MEMORY.md: " + oneLine(reply.Reason), nil
+	}
+	if err := w.write(ctx, req.AgentID, content, expect, p.held, run); err != nil {
+		return "", "", err
+	}
+	run.FilesChanged = []string{MemoryFile}
+	return store.RunCompleted, fmt.Sprintf("MEMORY.md consolidated from %d daily notes (%s to %s): %s%s",
+		p.n, p.win.from, p.win.to, oneLine(reply.Reason), p.suffix), nil
+}
+
+// write stores MEMORY.md against version expect, fenced by held; errChanged when it
+// changed meanwhile.
+func (w *Worker) write(ctx context.Context, agentID int64, content string, expect int64, held *lease.Lease, run *ledger.Run) error {
+	// Fencing: a worker that lost its lease writes nothing.
+	if err := held.Err(); err != nil {
+		return err
+	}
+	f, created, err := w.ws.Write(ctx, agentID, MemoryFile, content, expect,
+		workspace.Change{Actor: store.ActorEmergence, Ref: run.RunID, InTx: fence.InTx(held, agentID)})
+	if errors.Is(err, workspace.ErrConflict) || errors.Is(err, workspace.ErrNotFound) {
+		return errChanged
+	}
+	if err != nil {
+		return err
+	}
+	if created {
+		// MEMORY.md had been deleted: the re-created file is a core file again.
+		on, order := true, 3
+		if _, err := w.ws.SetFlags(ctx, agentID, MemoryFile, &on, &order, f.Version,
+			workspace.Change{Actor: store.ActorEmergence, Ref: run.RunID}); err != nil {
+			w.log.Warn("emergence: enable re-created MEMORY.md", "agent", agentID, "err", err)
+		}
+	}
+	return nil
 }
 
 // readMemory returns MEMORY.md's content and the version to write against (CreateOnly when

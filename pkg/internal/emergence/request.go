@@ -2,11 +2,9 @@ package emergence
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/matememory/matememory/pkg/internal/bus"
@@ -16,9 +14,9 @@ import (
 // Stream and consumer names.
 const (
 	// Stream holds emergence requests, mate.memory.emergence.<agentId> (limits retention).
-	Stream = "MATE_EMERGENCE"
+	Stream = bus.StreamEmergence
 	// Consumer is the emergence workers' shared durable pull consumer on Stream.
-	Consumer = "emergence"
+	Consumer = bus.ConsumerEmergence
 )
 
 // Sources of a request.
@@ -62,47 +60,29 @@ type Outcome struct {
 	Retrying bool `json:"retrying,omitempty"`
 }
 
-// StreamConfig is MATE_EMERGENCE: limits retention so requests stay replayable for maxAge,
-// and a duplicate window of at least dupWindow (the scheduler's grace period plus margin):
-// a slot re-published after a scheduler crash between publishing and recording it is
-// stored once.
+// StreamConfig is MATE_EMERGENCE (bus.EmergenceStreamConfig): limits retention, and a
+// duplicate window of at least dupWindow (the scheduler's grace period plus margin).
 func StreamConfig(replicas int, maxAge, dupWindow time.Duration) jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:        Stream,
-		Description: "MateMemory emergence requests (cron slots and manual triggers)",
-		Subjects:    []string{bus.SubjectEmergence + ".>"},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     jetstream.FileStorage,
-		Replicas:    max(replicas, 1),
-		MaxAge:      maxAge,
-		Discard:     jetstream.DiscardOld,
-		Duplicates:  DupWindow(maxAge, dupWindow),
-	}
+	return bus.EmergenceStreamConfig(replicas, maxAge, dupWindow)
 }
 
-// DupWindow bounds a wanted duplicate window: at least 2 minutes, at most maxAge (the
-// server refuses a window longer than the stream keeps messages).
-func DupWindow(maxAge, want time.Duration) time.Duration {
-	w := max(want, 2*time.Minute)
-	if maxAge > 0 && w > maxAge {
-		w = maxAge
-	}
-	return w
-}
+// DupWindow bounds a wanted duplicate window (bus.DupWindow).
+func DupWindow(maxAge, want time.Duration) time.Duration { return bus.DupWindow(maxAge, want) }
 
 // Publish stores req on MATE_EMERGENCE with its request id as Nats-Msg-Id. It reports
 // whether the server had already stored a request with that id (a duplicate, dropped).
 // The trace context of ctx travels in the message headers (tracing.With adds a producer span).
 func Publish(ctx context.Context, js jetstream.JetStream, req Request, opts ...tracing.PublishOption) (duplicate bool, err error) {
+	return PublishWith(ctx, bus.PublisherOn(js, tracing.From(opts)), req)
+}
+
+// PublishWith is Publish through pub.
+func PublishWith(ctx context.Context, pub *bus.Publisher, req Request) (duplicate bool, err error) {
 	if req.AgentID <= 0 || req.RequestID == "" {
 		return false, fmt.Errorf("emergence request needs an agent and a request id: %+v", req)
 	}
-	data, err := json.Marshal(req)
-	if err != nil {
-		return false, err
-	}
-	msg := &nats.Msg{Subject: bus.AgentSubject(bus.SubjectEmergence, req.AgentID), Data: data, Header: nats.Header{}}
-	ack, err := tracing.From(opts).PublishMsg(ctx, js, msg, jetstream.WithMsgID(req.RequestID), jetstream.WithExpectStream(Stream))
+	ack, err := pub.PublishJSON(ctx, req, bus.Message{Subject: bus.AgentSubject(bus.SubjectEmergence, req.AgentID),
+		MsgID: req.RequestID, Stream: Stream})
 	if err != nil {
 		return false, fmt.Errorf("publish emergence request %s for agent %d: %w", req.RequestID, req.AgentID, err)
 	}
