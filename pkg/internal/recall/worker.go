@@ -21,17 +21,17 @@ import (
 	"github.com/matememory/matememory/pkg/internal/store"
 )
 
-// Subjects, stream and consumer of the indexer (docs/recall.md).
+// Subjects, stream and consumer of the indexer (docs/recall.md; the catalogue is bus's).
 const (
 	// SubjectIndex carries "a file of this agent changed": mate.recall.index.<agentId>.
-	SubjectIndex = "mate.recall.index"
+	SubjectIndex = bus.SubjectRecallIndex
 	// SubjectIndexed (core NATS, not stored) says the indexer committed new chunks of an
 	// agent: every API replica drops its cached snapshot of that agent.
-	SubjectIndexed = "mate.recall.indexed"
+	SubjectIndexed = bus.SubjectRecallIndexed
 	// Stream holds SubjectIndex.>.
-	Stream = "MATE_RECALL"
+	Stream = bus.StreamRecall
 	// Consumer is the indexers' shared durable pull consumer.
-	Consumer = "recall-indexer"
+	Consumer = bus.ConsumerRecall
 )
 
 // Change is the payload of an index message.
@@ -43,20 +43,12 @@ type Change struct {
 	Version int64 `json:"version"`
 }
 
-// StreamConfig is MATE_RECALL: limits retention (messages are tiny and a replay is
-// harmless), a day of history, the pipeline's replicas.
-func StreamConfig(replicas int) jetstream.StreamConfig {
-	return jetstream.StreamConfig{Name: Stream, Subjects: []string{SubjectIndex + ".>"},
-		Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, MaxAge: 24 * time.Hour,
-		Replicas: max(replicas, 1), Duplicates: 2 * time.Minute,
-		Description: "MateMemory recall: workspace file changes to index"}
-}
+// StreamConfig is MATE_RECALL (bus.RecallStreamConfig).
+func StreamConfig(replicas int) jetstream.StreamConfig { return bus.RecallStreamConfig(replicas) }
 
-// ConsumerConfig is the indexers' durable consumer.
+// ConsumerConfig is the indexers' durable consumer (bus.RecallConsumerConfig).
 func ConsumerConfig(ackWait time.Duration, maxDeliver int) jetstream.ConsumerConfig {
-	return jetstream.ConsumerConfig{Durable: Consumer, Description: "MateMemory recall indexers",
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: ackWait, MaxDeliver: maxDeliver,
-		FilterSubject: SubjectIndex + ".>", DeliverPolicy: jetstream.DeliverAllPolicy, MaxAckPending: 1000}
+	return bus.RecallConsumerConfig(ackWait, maxDeliver)
 }
 
 // Provision creates MATE_RECALL and the durable consumer (idempotent).
@@ -99,10 +91,9 @@ type Worker struct {
 	conc  int
 	now   func() time.Time
 	mu    sync.Mutex
-	it    jetstream.MessagesContext
+	rt    *bus.Runtime[Change]
 	// conversations: stored conversations are a search source too.
 	conversations bool
-	done          chan struct{}
 	stop          chan struct{}
 	wg            sync.WaitGroup
 	processed     func(Change, SyncResult, error)
@@ -140,97 +131,54 @@ func NewWorker(js jetstream.JetStream, nc *nats.Conn, db *gorm.DB, ix *Indexer, 
 	return w
 }
 
-// Start reconciles once in the background, then consumes messages and reconciles every
-// interval until Stop.
+// Start reconciles once in the background, then consumes messages (a keyed handler on the
+// message runtime, bus.Runtime) and reconciles every interval until Stop.
+//
+// Each agent's messages are handled by one batch at a time: messages about an agent that
+// arrive while its files are being indexed (the core files seeded together, a daily note
+// appended twice) wait and are indexed together in its next round, with one read of the
+// index state, one transaction and one generation bump, instead of racing each other for
+// the agent's generation row.
 func (w *Worker) Start(ctx context.Context) error {
-	cons, err := w.js.Consumer(ctx, Stream, Consumer)
+	rt, err := bus.Bind(ctx, w.js.Conn(), Stream, Consumer, bus.Handler[Change]{
+		Decode:      decodeChange,
+		Key:         func(c Change) string { return strconv.FormatInt(c.AgentID, 10) },
+		HandleBatch: w.process,
+		Where:       "recall.index",
+		Attrs:       func(c Change) []any { return []any{"agent", c.AgentID, "file", c.Filename} },
+		Finished:    w.finished,
+	}, bus.WithLogger(w.log), bus.WithGuard(w.guard), bus.WithConcurrency(w.conc), bus.WithBackoff(retryBackoff),
+		// The reconciler is the backstop after the last delivery, not the dead-letter stream.
+		bus.WithoutAdvisory())
 	if err != nil {
-		return fmt.Errorf("bind to consumer %s on %s: %w", Consumer, Stream, err)
+		return err
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(w.conc))
-	if err != nil {
-		return fmt.Errorf("consume %s: %w", Stream, err)
+	if err := rt.Start(); err != nil {
+		return err
 	}
 	w.mu.Lock()
-	w.it, w.done, w.stop = it, make(chan struct{}), make(chan struct{})
+	w.rt, w.stop = rt, make(chan struct{})
 	w.mu.Unlock()
-	go w.loop(it, w.done)
 	w.wg.Add(1)
 	go w.reconcileLoop(w.stop)
 	return nil
 }
 
-// Stop stops consuming, waits for messages in progress and the reconciler.
+// retryBackoff is the delay of a redelivery after a failed index: 2 s doubling to a minute.
+var retryBackoff = bus.Backoff{Initial: 2 * time.Second, Max: time.Minute}
+
+// Stop stops consuming (messages in progress are handed back), and waits for the reconciler.
 func (w *Worker) Stop() {
 	w.mu.Lock()
-	it, done, stop := w.it, w.done, w.stop
-	w.it = nil
+	rt, stop := w.rt, w.stop
+	w.rt = nil
 	w.mu.Unlock()
-	if it == nil {
+	if rt == nil {
 		return
 	}
 	close(stop)
-	it.Drain()
-	<-done
+	rt.Stop()
 	w.wg.Wait()
-}
-
-// loop hands each agent's messages to one goroutine at a time: messages about an agent that
-// arrive while its files are being indexed (the core files seeded together, a daily note
-// appended twice) wait and are indexed together in its next round, with one read of the
-// index state, one transaction and one generation bump, instead of racing each other for
-// the agent's generation row.
-func (w *Worker) loop(it jetstream.MessagesContext, done chan struct{}) {
-	defer close(done)
-	sem := make(chan struct{}, w.conc)
-	waiting := map[int64][]delivery{} // agent → messages not yet taken by its goroutine
-	var mu sync.Mutex
-	for {
-		msg, err := it.Next()
-		if err != nil {
-			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-				return
-			}
-			w.log.Warn("recall: next message", "err", err)
-			continue
-		}
-		c, err := decodeChange(msg)
-		if err != nil {
-			w.reject(msg, err)
-			continue
-		}
-		mu.Lock()
-		q, running := waiting[c.AgentID]
-		waiting[c.AgentID] = append(q, delivery{c, msg})
-		mu.Unlock()
-		if running {
-			continue // the agent's goroutine takes it in its next round
-		}
-		sem <- struct{}{}
-		w.wg.Add(1)
-		go func(agentID int64) {
-			defer w.wg.Done()
-			defer func() { <-sem }()
-			for {
-				mu.Lock()
-				batch := waiting[agentID]
-				if len(batch) == 0 {
-					delete(waiting, agentID)
-					mu.Unlock()
-					return
-				}
-				waiting[agentID] = batch[:0:0]
-				mu.Unlock()
-				w.process(agentID, batch)
-			}
-		}(c.AgentID)
-	}
-}
-
-// delivery is an index message and what it says.
-type delivery struct {
-	c   Change
-	msg jetstream.Msg
 }
 
 var indexSubject = regexp.MustCompile(`^` + regexp.QuoteMeta(SubjectIndex) + `\.([1-9][0-9]*)$`)
@@ -250,64 +198,55 @@ func decodeChange(msg jetstream.Msg) (Change, error) {
 	return c, nil
 }
 
-// reject dead-letters a message that is not an index message.
-func (w *Worker) reject(msg jetstream.Msg, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, derr := bus.DeadLetter(ctx, w.js, bus.LetterFrom(msg, err.Error())); derr != nil {
-		_ = msg.NakWithDelay(5 * time.Second)
-		return
-	}
-	_ = msg.Term()
+// indexed is what indexing a delivery's file gave, for the observer.
+type indexed struct {
+	res SyncResult
+	err error
 }
 
-// process indexes the files a batch of one agent's messages names, then settles them all.
-func (w *Worker) process(agentID int64, batch []delivery) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+// process indexes the files a batch of one agent's messages names: all acknowledged, or
+// all retried with backoff (a database down or the like; the reconciler is the backstop
+// after the last delivery).
+func (w *Worker) process(ctx context.Context, batch []*bus.Delivery[Change]) []bus.Outcome {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	agentID := batch[0].Value.AgentID
 	var names []string
 	seen := map[string]bool{}
 	for _, d := range batch {
-		if !seen[d.c.Filename] {
-			seen[d.c.Filename] = true
-			names = append(names, d.c.Filename)
+		if !seen[d.Value.Filename] {
+			seen[d.Value.Filename] = true
+			names = append(names, d.Value.Filename)
 		}
 	}
-	var res map[string]SyncResult
-	var err error
-	if perr := w.guard.Do("recall.index", func() { res, err = w.ix.SyncFiles(ctx, agentID, names) },
-		"agent", agentID, "files", names); perr != nil {
-		// Retried with backoff like a database error; the reconciler is the backstop.
-		res, err = nil, perr
-	}
+	res, err := w.ix.SyncFiles(ctx, agentID, names)
+	outs := make([]bus.Outcome, len(batch))
 	changed := false
-	for _, d := range batch {
-		if w.processed != nil {
-			w.processed(d.c, res[d.c.Filename], err)
+	for i, d := range batch {
+		r := res[d.Value.Filename]
+		changed = changed || r.Changed()
+		outs[i] = bus.OutcomeOf(err, d.Attempt, retryBackoff).WithDetail(indexed{r, err})
+		if err != nil {
+			w.log.Warn("recall: index failed; retrying", "agent", agentID, "file", d.Value.Filename, "attempt", d.Attempt, "err", err)
 		}
-		changed = changed || res[d.c.Filename].Changed()
 	}
-	if err != nil {
-		// Database down or the like: retry with backoff; the reconciler is the backstop
-		// after the last delivery.
-		for _, d := range batch {
-			attempt := uint64(1)
-			if md, merr := d.msg.Metadata(); merr == nil {
-				attempt = md.NumDelivered
-			}
-			w.log.Warn("recall: index failed; retrying", "agent", agentID, "file", d.c.Filename, "attempt", attempt, "err", err)
-			_ = d.msg.NakWithDelay(min(time.Duration(1<<min(attempt, 8))*time.Second, time.Minute))
-		}
-		return
-	}
-	if changed {
+	if err == nil && changed {
 		w.announce(agentID)
 	}
-	for _, d := range batch {
-		if err := d.msg.Ack(); err != nil {
-			w.log.Warn("recall: ack", "err", err)
-		}
+	return outs
+}
+
+// finished reports a delivery to the observer.
+func (w *Worker) finished(d *bus.Delivery[Change], o bus.Outcome) {
+	if w.processed == nil {
+		return
 	}
+	x, ok := o.Detail.(indexed)
+	if !ok {
+		// The runtime decided without the handler (a panic): retried with backoff.
+		x.err = errors.New(o.Reason)
+	}
+	w.processed(d.Value, x.res, x.err)
 }
 
 // announce tells every replica's searcher that the agent's chunks changed.
