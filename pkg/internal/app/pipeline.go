@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/matememory/matememory/pkg/eventpub"
 	"github.com/matememory/matememory/pkg/internal/bus"
 	"github.com/matememory/matememory/pkg/internal/config"
 	"github.com/matememory/matememory/pkg/internal/lease"
@@ -41,18 +40,18 @@ func (a *App) buildPipeline(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		pub, err := eventpub.NewPublisher(nc, eventpub.WithTracing(a.messaging()))
+		pub, err := bus.NewPublisher(nc, a.messaging())
 		if err != nil {
 			nc.Close()
 			return err
 		}
-		a.onClose(pub.Close)
+		a.onClose(nc.Close)
 		// The API reads agents' records (their pending work).
 		leases, err := a.apiLeases(ctx)
 		if err != nil {
 			return err
 		}
-		api := summarizer.API{Publisher: pub, Ledger: runs, JS: a.JS, NC: a.NC,
+		api := summarizer.API{Publisher: pub.Events(), Ledger: runs, JS: a.JS, NC: a.NC,
 			ManualTimeout: set.ManualTimeout, Metrics: metrics, Tracing: a.messaging(),
 			Pending: summarizer.NewPendingReader(leases, a.Messages, set.SweepEvery), DB: a.DB}
 		a.parts.summarize = api

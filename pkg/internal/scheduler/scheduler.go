@@ -19,7 +19,6 @@ package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,7 +43,7 @@ import (
 
 // LeaderBucket is the KV bucket of the scheduler's leader lease (separate from the
 // per-agent leases).
-const LeaderBucket = "mate_scheduler_leader"
+const LeaderBucket = bus.BucketSchedulerLeader
 
 // leaderKey is the one key of LeaderBucket (pkg/internal/lease keys leases by a number).
 const leaderKey int64 = 0
@@ -123,6 +122,7 @@ type Scheduler struct {
 	ledger *ledger.Ledger
 	bucket string
 	tr     tracing.Messaging
+	pub    *bus.Publisher
 	guard  *panics.Guard
 
 	slots  *prometheus.CounterVec
@@ -185,12 +185,13 @@ func New(jobs *cronjob.Service, js jetstream.JetStream, cfg Config, opts ...Opti
 	if s.guard == nil {
 		s.guard = panics.New(s.log, nil)
 	}
+	s.pub = bus.PublisherOn(js, s.tr)
 	return s
 }
 
 // Provision creates (or updates) the streams the scheduler publishes to.
 func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
-	if _, err := bus.EnsureStream(ctx, js, emergence.StreamConfig(cfg.Replicas, cfg.MaxAge, cfg.DupWindow())); err != nil {
+	if _, err := bus.EnsureStream(ctx, js, bus.EmergenceStreamConfig(cfg.Replicas, cfg.MaxAge, cfg.DupWindow())); err != nil {
 		return err
 	}
 	_, err := bus.EnsureStream(ctx, js, TriggerStreamConfig(cfg.Replicas, cfg.MaxAge, cfg.DupWindow()))
@@ -483,18 +484,14 @@ func (s *Scheduler) publish(ctx context.Context, j cronjob.Job, slot time.Time) 
 	switch j.TaskType {
 	case cronjob.TaskEmergence:
 		sl := slot
-		return emergence.Publish(ctx, s.js, emergence.Request{RequestID: id, AgentID: j.AgentID,
-			Source: emergence.SourceCron, JobID: j.ID, Slot: &sl, CreatedAt: s.now().UTC()}, tracing.With(s.tr))
+		return emergence.PublishWith(ctx, s.pub, emergence.Request{RequestID: id, AgentID: j.AgentID,
+			Source: emergence.SourceCron, JobID: j.ID, Slot: &sl, CreatedAt: s.now().UTC()})
 	case cronjob.TaskText:
-		data, err := json.Marshal(Trigger{TriggerID: id, AgentID: j.AgentID, JobID: j.ID, JobName: j.Name,
+		ack, err := s.pub.PublishJSON(ctx, Trigger{TriggerID: id, AgentID: j.AgentID, JobID: j.ID, JobName: j.Name,
 			Message: j.TriggerMessage, RequestBody: j.RequestBody, TriggerSource: TriggerSourceCron,
-			Slot: slot, Timezone: j.Timezone})
-		if err != nil {
-			return false, err
-		}
-		msg := &nats.Msg{Subject: bus.AgentSubject(bus.SubjectAgentTrigger, j.AgentID), Data: data,
-			Header: nats.Header{"Mate-Trigger-Source": {TriggerSourceCron}}}
-		ack, err := s.tr.PublishMsg(ctx, s.js, msg, jetstream.WithMsgID(id), jetstream.WithExpectStream(TriggerStream))
+			Slot: slot, Timezone: j.Timezone},
+			bus.Message{Subject: bus.AgentSubject(bus.SubjectAgentTrigger, j.AgentID), MsgID: id, Stream: TriggerStream,
+				Header: nats.Header{"Mate-Trigger-Source": {TriggerSourceCron}}})
 		if err != nil {
 			return false, fmt.Errorf("publish trigger %s: %w", id, err)
 		}

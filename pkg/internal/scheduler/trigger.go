@@ -7,11 +7,10 @@ import (
 
 	"github.com/matememory/matememory/pkg/event"
 	"github.com/matememory/matememory/pkg/internal/bus"
-	"github.com/matememory/matememory/pkg/internal/emergence"
 )
 
 // TriggerStream holds agent triggers, mate.agent.trigger.<agentId>, for chat services.
-const TriggerStream = "MATE_AGENT_TRIGGERS"
+const TriggerStream = bus.StreamAgentTriggers
 
 // TriggerSourceCron marks a conversation started by a cron job; the summarizer skips such
 // conversations when mate.memory.skip-cron-conversations is true (the spec's rule against
@@ -40,18 +39,7 @@ type Trigger struct {
 	Timezone string    `json:"timezone"`
 }
 
-// TriggerStreamConfig is MATE_AGENT_TRIGGERS, limits retention with the same duplicate
-// window reasoning as MATE_EMERGENCE.
+// TriggerStreamConfig is MATE_AGENT_TRIGGERS (bus.AgentTriggersStreamConfig).
 func TriggerStreamConfig(replicas int, maxAge, dupWindow time.Duration) jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:        TriggerStream,
-		Description: "MateMemory cron triggers of task type text, for chat services",
-		Subjects:    []string{bus.SubjectAgentTrigger + ".>"},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     jetstream.FileStorage,
-		Replicas:    max(replicas, 1),
-		MaxAge:      maxAge,
-		Discard:     jetstream.DiscardOld,
-		Duplicates:  emergence.DupWindow(maxAge, dupWindow),
-	}
+	return bus.AgentTriggersStreamConfig(replicas, maxAge, dupWindow)
 }

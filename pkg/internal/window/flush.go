@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/matememory/matememory/pkg/event"
 	"github.com/matememory/matememory/pkg/internal/bus"
 )
 
@@ -25,17 +25,7 @@ type Watermarks interface {
 
 // FlushRequest is the summarize request published when compaction evicts messages that
 // long-term memory has not extracted yet (subject mate.memory.summarize.<agentId>).
-type FlushRequest struct {
-	AgentID        int64     `json:"agentId"`
-	ConversationID string    `json:"conversationId"`
-	Reason         string    `json:"reason"`
-	RequestID      string    `json:"requestId"`
-	RequestedAt    time.Time `json:"requestedAt"`
-}
-
-// watermillUUIDHeader is watermill-nats' WatermillUUIDHdr: consumers built on watermill take
-// the message UUID from it.
-const watermillUUIDHeader = "_watermill_message_uuid"
+type FlushRequest = event.SummarizeRequest
 
 // FlushReason is the reason of a flush request.
 const FlushReason = "context-eviction"
@@ -81,21 +71,17 @@ func (s *Service) flush(ctx context.Context, a *assembly, evicted int) {
 		return
 	}
 	id := flushID(a.req.AgentID, a.req.ConversationID, lastID)
-	body, _ := json.Marshal(FlushRequest{AgentID: a.req.AgentID, ConversationID: a.req.ConversationID,
-		Reason: FlushReason, RequestID: id, RequestedAt: s.now().UTC()})
-	msg := nats.NewMsg(bus.AgentSubject(bus.SubjectSummarize, a.req.AgentID))
-	msg.Data = body
-	// The same headers as pkg/event's publisher, so watermill consumers read it alike.
-	msg.Header.Set(watermillUUIDHeader, id)
-	msg.Header.Set("Content-Type", "application/json")
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	_, err = s.tracing.PublishMsg(pctx, s.js, msg, jetstream.WithMsgID(id),
-		jetstream.WithExpectStream(bus.StreamEvents), jetstream.WithRetryAttempts(0))
+	subject := event.SummarizeSubject(a.req.AgentID)
+	// Not urgent (no reply subject): the summarizer honours the cooldown and coalesces it
+	// like an event. The message id is the flush id itself (not agent-prefixed like
+	// pkg/eventpub's), as every version has published it.
+	_, err = bus.PublisherOn(s.js, s.tracing).PublishJSON(ctx, FlushRequest{RequestID: id, AgentID: a.req.AgentID,
+		ConversationID: a.req.ConversationID, RequestedAt: s.now().UTC(), Reason: FlushReason},
+		bus.Message{Subject: subject, MsgID: id, Stream: bus.StreamEvents, Watermill: true, Timeout: 5 * time.Second, NoRetry: true})
 	r.FlushID = id
 	if err != nil {
 		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
-			r.FlushReason = fmt.Sprintf("no stream accepts %s yet: messages up to id %d are not extracted (watermark %d) and no summarize request could be queued", msg.Subject, lastID, mark)
+			r.FlushReason = fmt.Sprintf("no stream accepts %s yet: messages up to id %d are not extracted (watermark %d) and no summarize request could be queued", subject, lastID, mark)
 		} else {
 			r.FlushReason = fmt.Sprintf("publish summarize request: %v", err)
 		}
