@@ -55,6 +55,8 @@ var contract = map[string]string{
 	"eventpub.ErrTooLarge":         "the error a chat service gets for an event over the stream's limit",
 	"eventpub.WithTracing":         "the option that carries a chat service's trace context on its events",
 	"client.MemoryHit":             "one hit of SearchMemory's result",
+	"event.StreamAgentTriggers":    "the stream a chat service consumes the agents' task triggers from",
+	"event.SubjectAgentTrigger":    "the subject of those triggers",
 	"client.StatusFailed":          "a run status a caller compares Run.Status with",
 }
 
