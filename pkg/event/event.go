@@ -22,6 +22,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/matememory/matememory/pkg/internal/fault"
 	"strconv"
 	"strings"
 	"time"
@@ -147,13 +148,10 @@ type Outcome struct {
 	Retrying bool `json:"retrying,omitempty"`
 }
 
-// InvalidError is an event that can never be processed; its message says what to fix.
-type InvalidError struct{ Msg string }
-
-func (e *InvalidError) Error() string { return e.Msg }
-
-// HTTPStatus makes it a 400 in MateMemory's API.
-func (e *InvalidError) HTTPStatus() int { return 400 }
+// InvalidError is an event that can never be processed; its message (Msg) says what to fix.
+// It is MateMemory's one invalid-input error (errors.Is matches it against every invalid
+// input of the service).
+type InvalidError = fault.Invalid
 
 func invalidf(format string, args ...any) error {
 	return &InvalidError{Msg: fmt.Sprintf(format, args...)}

@@ -3,6 +3,7 @@ package event_test
 import (
 	"encoding/json"
 	"errors"
+	"github.com/matememory/matememory/pkg/internal/fault"
 	"strings"
 	"testing"
 
@@ -57,7 +58,7 @@ func TestValidate(t *testing.T) {
 				return
 			}
 			var inv *event.InvalidError
-			if !errors.As(err, &inv) || !strings.Contains(err.Error(), tc.errHas) || inv.HTTPStatus() != 400 {
+			if !errors.As(err, &inv) || !strings.Contains(err.Error(), tc.errHas) || !errors.Is(err, fault.ErrInvalid) {
 				t.Fatalf("err %v, want InvalidError with %q", err, tc.errHas)
 			}
 		})

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"github.com/matememory/matememory/pkg/internal/rest"
 	"os"
 	"time"
 
@@ -52,7 +53,7 @@ func (a *App) buildEmergence(ctx context.Context) error {
 	runs := ledger.New(a.DB, a.Now)
 
 	if a.Has(TargetAPI) {
-		cronjob.RegisterHTTP(a.HTTP, jobs)
+		rest.RegisterCronJobs(a.HTTP, jobs)
 		a.parts.cron = jobs
 		if _, err := bus.EnsureStream(ctx, a.JS, a.emergenceStream()); err != nil {
 			return err
@@ -64,7 +65,7 @@ func (a *App) buildEmergence(ctx context.Context) error {
 		}
 		trigger := emergence.NewTrigger(a.JS, 0, tracing.With(a.messaging())).WithRateLimit(limit).WithLedger(runs)
 		a.parts.emergence = trigger
-		emergence.RegisterHTTP(a.HTTP, trigger)
+		rest.RegisterEmergence(a.HTTP, trigger)
 	}
 
 	if a.Has(TargetScheduler) {

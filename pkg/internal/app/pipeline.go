@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/matememory/matememory/pkg/internal/rest"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -52,10 +53,11 @@ func (a *App) buildPipeline(ctx context.Context) error {
 			return err
 		}
 		api := summarizer.API{Publisher: pub.Events(), Ledger: runs, JS: a.JS, NC: a.NC,
-			ManualTimeout: set.ManualTimeout, Metrics: metrics, Tracing: a.messaging(),
+			ManualTimeout: set.ManualTimeout, Metrics: metrics,
 			Pending: summarizer.NewPendingReader(leases, a.Messages, set.SweepEvery), DB: a.DB}
 		a.parts.summarize = api
-		summarizer.RegisterRoutes(a.HTTP, api)
+		rest.RegisterPipeline(a.HTTP, api)
+		rest.RegisterDeadLetters(a.HTTP, a.JS, a.messaging())
 	}
 
 	if a.Has(TargetSummarizer) {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"github.com/matememory/matememory/pkg/internal/rest"
 	"time"
 
 	"github.com/matememory/matememory/pkg/internal/config"
@@ -35,6 +36,6 @@ func (a *App) buildWindow(ctx context.Context) error {
 		return err
 	}
 	a.parts.window = svc
-	window.RegisterHTTP(a.HTTP, svc)
+	rest.RegisterContext(a.HTTP, svc)
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/matememory/matememory/pkg/internal/fault"
 	"strings"
 	"testing"
 	"time"
@@ -210,28 +211,28 @@ func TestImportRefusesBadBundlesAndWritesNothing(t *testing.T) {
 	repeated := append(append(append([]string(nil), lines[:file+1]...), lines[file]), lines[file+1:]...)
 	cases := []struct {
 		name, body, want string
-		status           int
+		status           error // the kind: every refusal here is invalid input (400)
 	}{
-		{"empty body", "", "the body is empty", 400},
-		{"newer format", replace(0, `"version":1`, `"version":2`), "bundle format version 2 is newer than this server reads: it supports version 1", 400},
-		{"not a bundle", replace(0, Format, "other"), "is not a MateMemory agent bundle", 400},
-		{"manifest not first", join(append(lines[1:2:2], lines...)), "a bundle starts with its manifest", 400},
-		{"truncated", join(lines[:last-1]), "without its checksums line: it is truncated", 400},
-		{"tampered content", replace(-1, "likes green tea", "likes black tea"), "the SHA-256 of the file records", 400},
-		{"unknown field", replace(1, `"language"`, `"colour":1,"language"`), `unknown field "colour"`, 400},
-		{"bad record after good ones", join(append(append(lines[:last:last], `{"kind":"run","runId":"","runKind":"x","status":"completed","createTime":"2026-01-01T00:00:00Z"}`), lines[last])), "runId \"\": 1 to 64 bytes", 400},
-		{"out of order", join(append(append([]string{lines[0]}, lines[2], lines[1]), lines[3:]...)), "the agent record must come right after the manifest", 400},
-		{"unknown kind", join(append(append(lines[:last:last], `{"kind":"secret"}`), lines[last])), `unknown record kind "secret"`, 400},
-		{"data after checksums", good + lines[1] + "\n", "data after the checksums line", 400},
-		{"history out of order", join(swapped), "notes/person.md: history version 1 after version 2", 400},
-		{"a file twice", join(repeated), "a second file of that name", 400},
+		{"empty body", "", "the body is empty", fault.ErrInvalid},
+		{"newer format", replace(0, `"version":1`, `"version":2`), "bundle format version 2 is newer than this server reads: it supports version 1", fault.ErrInvalid},
+		{"not a bundle", replace(0, Format, "other"), "is not a MateMemory agent bundle", fault.ErrInvalid},
+		{"manifest not first", join(append(lines[1:2:2], lines...)), "a bundle starts with its manifest", fault.ErrInvalid},
+		{"truncated", join(lines[:last-1]), "without its checksums line: it is truncated", fault.ErrInvalid},
+		{"tampered content", replace(-1, "likes green tea", "likes black tea"), "the SHA-256 of the file records", fault.ErrInvalid},
+		{"unknown field", replace(1, `"language"`, `"colour":1,"language"`), `unknown field "colour"`, fault.ErrInvalid},
+		{"bad record after good ones", join(append(append(lines[:last:last], `{"kind":"run","runId":"","runKind":"x","status":"completed","createTime":"2026-01-01T00:00:00Z"}`), lines[last])), "runId \"\": 1 to 64 bytes", fault.ErrInvalid},
+		{"out of order", join(append(append([]string{lines[0]}, lines[2], lines[1]), lines[3:]...)), "the agent record must come right after the manifest", fault.ErrInvalid},
+		{"unknown kind", join(append(append(lines[:last:last], `{"kind":"secret"}`), lines[last])), `unknown record kind "secret"`, fault.ErrInvalid},
+		{"data after checksums", good + lines[1] + "\n", "data after the checksums line", fault.ErrInvalid},
+		{"history out of order", join(swapped), "notes/person.md: history version 1 after version 2", fault.ErrInvalid},
+		{"a file twice", join(repeated), "a second file of that name", fault.ErrInvalid},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := s.Import(context.Background(), 9, strings.NewReader(c.body), ImportOptions{Mode: ModeMerge})
 			var be *Error
-			if !errors.As(err, &be) || be.Status != c.status || !strings.Contains(be.Msg, c.want) {
-				t.Fatalf("error %v; want %d with %q", err, c.status, c.want)
+			if !errors.As(err, &be) || !errors.Is(err, c.status) || !strings.Contains(be.Msg, c.want) {
+				t.Fatalf("error %v; want %v with %q", err, c.status, c.want)
 			}
 			if ok, err := empty(db, 9); err != nil || !ok {
 				t.Fatalf("agent 9 got data from a refused bundle (%v)", err)
@@ -352,7 +353,7 @@ func TestExportOfAnUnknownAgent(t *testing.T) {
 	var b bytes.Buffer
 	_, err := s.Export(context.Background(), &b, 42, all)
 	var be *Error
-	if !errors.As(err, &be) || be.Status != 404 || b.Len() != 0 {
+	if !errors.As(err, &be) || !errors.Is(err, fault.ErrNotFound) || b.Len() != 0 {
 		t.Fatalf("export of an unknown agent: %v, %d bytes written", err, b.Len())
 	}
 }

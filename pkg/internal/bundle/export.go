@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/matememory/matememory/pkg/internal/fault"
 	"io"
 	"time"
 
@@ -89,7 +90,7 @@ func (s *Service) Export(ctx context.Context, w io.Writer, agentID int64, inc In
 			return fmt.Errorf("read agent %d: %w", agentID, res.Error)
 		}
 		if res.RowsAffected == 0 {
-			return &Error{Status: statusNotFound, Msg: fmt.Sprintf("agent %d not found: it has never been used, so there is nothing to export", agentID)}
+			return &Error{Kind: fault.ErrNotFound, Msg: fmt.Sprintf("agent %d not found: it has never been used, so there is nothing to export", agentID)}
 		}
 		counts, err := s.count(tx, agentID, inc)
 		if err != nil {

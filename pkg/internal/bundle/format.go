@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"github.com/matememory/matememory/pkg/internal/fault"
 	"hash"
 	"time"
 )
@@ -241,25 +242,11 @@ func (d *digests) verify(got Checksums) error {
 	return nil
 }
 
-// Error is bad input (a damaged or invalid bundle, a bad option), with a message that says
-// what was wrong; Status is the HTTP status a port answers with.
-type Error struct {
-	Status int
-	Msg    string
-}
-
-func (e *Error) Error() string { return e.Msg }
-
-// HTTPStatus lets httpapi.Classify answer with the error's own status.
-func (e *Error) HTTPStatus() int { return e.Status }
-
-// Statuses of errors (the numbers of net/http's constants; this package knows no transport).
-const (
-	statusInvalid  = 400
-	statusNotFound = 404
-	statusConflict = 409
-)
+// Error is a refused export or import (a damaged or invalid bundle, a bad option, an unknown
+// or non-empty agent), with a message that says what was wrong; its Kind is one of fault's
+// (fault.ErrInvalid, fault.ErrNotFound, fault.ErrConflict).
+type Error = fault.Error
 
 func invalidf(format string, args ...any) error {
-	return &Error{Status: statusInvalid, Msg: fmt.Sprintf(format, args...)}
+	return &Error{Kind: fault.ErrInvalid, Msg: fmt.Sprintf(format, args...)}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/matememory/matememory/pkg/internal/fault"
 	"io"
 	"os"
 
@@ -121,7 +122,7 @@ func (s *Service) Import(ctx context.Context, agentID int64, r io.Reader, o Impo
 			want := m.Counts
 			want.Run -= rep.byKind.Run
 			if rep.Changes > 0 || int64(rep.ConflictCount) > rep.byKind.Run || held != want {
-				return &Error{Status: statusConflict, Msg: fmt.Sprintf("agent %d is not empty (it was used, or holds another import): "+
+				return &Error{Kind: fault.ErrConflict, Msg: fmt.Sprintf("agent %d is not empty (it was used, or holds another import): "+
 					"importing would change %d records and find %d conflicts, and the agent holds %+v against the bundle's %+v; "+
 					"import with mode=merge, or into an agent id never used", agentID, rep.Changes, rep.ConflictCount, held, m.Counts)}
 			}
@@ -330,7 +331,7 @@ func (im *importer) fileRecord(r File, next int64) error {
 		return fmt.Errorf("update %s of agent %d: %w", r.Filename, im.agentID, res.Error)
 	}
 	if res.RowsAffected == 0 {
-		return &Error{Status: statusConflict, Msg: fmt.Sprintf("%s of agent %d changed while it was imported; nothing was imported, retry", r.Filename, im.agentID)}
+		return &Error{Kind: fault.ErrConflict, Msg: fmt.Sprintf("%s of agent %d changed while it was imported; nothing was imported, retry", r.Filename, im.agentID)}
 	}
 	im.rep.Updated.File++
 	im.a.files = append(im.a.files, fileVersion{r.Filename, r.Version})

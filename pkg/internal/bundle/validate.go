@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"github.com/matememory/matememory/pkg/internal/fault"
 	"io"
 	"os"
 	"slices"
@@ -187,7 +188,7 @@ func (v *validator) header(kind string, b []byte) error {
 	}
 	if head.Version > Version {
 		// 400, as every validation error of the API is (it documents no 422).
-		return &Error{Status: statusInvalid, Msg: fmt.Sprintf("bundle format version %d is newer than this server reads: it supports version %d and older; upgrade MateMemory to import it", head.Version, Version)}
+		return &Error{Kind: fault.ErrInvalid, Msg: fmt.Sprintf("bundle format version %d is newer than this server reads: it supports version %d and older; upgrade MateMemory to import it", head.Version, Version)}
 	}
 	if head.Version < 1 {
 		return invalidf("line 1 (manifest): version %d is not a bundle format version (1 to %d)", head.Version, Version)

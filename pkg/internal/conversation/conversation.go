@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/matememory/matememory/pkg/internal/fault"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -35,13 +36,8 @@ type Message struct {
 	CreateTime     time.Time       `json:"createTime"`
 }
 
-// InvalidError is bad input.
-type InvalidError struct{ Msg string }
-
-func (e *InvalidError) Error() string { return e.Msg }
-
-// HTTPStatus makes it a 400.
-func (e *InvalidError) HTTPStatus() int { return 400 }
+// InvalidError is bad input: fault's one invalid-input error.
+type InvalidError = fault.Invalid
 
 // Store reads and writes messages.
 type Store struct {
@@ -64,11 +60,11 @@ func New(db *gorm.DB) *Store { return &Store{db: db, now: time.Now} }
 func ValidateConversationID(id string) error {
 	switch {
 	case strings.TrimSpace(id) == "":
-		return &InvalidError{"conversationId is empty"}
+		return &InvalidError{Msg: "conversationId is empty"}
 	case len(id) > MaxConversationIDBytes:
-		return &InvalidError{fmt.Sprintf("conversationId is %d bytes; at most %d allowed", len(id), MaxConversationIDBytes)}
+		return &InvalidError{Msg: fmt.Sprintf("conversationId is %d bytes; at most %d allowed", len(id), MaxConversationIDBytes)}
 	case !utf8.ValidString(id):
-		return &InvalidError{"conversationId is not valid UTF-8"}
+		return &InvalidError{Msg: "conversationId is not valid UTF-8"}
 	}
 	return nil
 }
@@ -76,7 +72,7 @@ func ValidateConversationID(id string) error {
 // Validate checks a message before it is stored.
 func Validate(m Message) error {
 	if m.AgentID <= 0 {
-		return &InvalidError{fmt.Sprintf("agentId must be a positive number, got %d", m.AgentID)}
+		return &InvalidError{Msg: fmt.Sprintf("agentId must be a positive number, got %d", m.AgentID)}
 	}
 	if err := ValidateConversationID(m.ConversationID); err != nil {
 		return err
@@ -86,16 +82,16 @@ func Validate(m Message) error {
 		ok = ok || m.Role == r
 	}
 	if !ok {
-		return &InvalidError{fmt.Sprintf("role %q is not supported; accepted: %s", m.Role, strings.Join(Roles, ", "))}
+		return &InvalidError{Msg: fmt.Sprintf("role %q is not supported; accepted: %s", m.Role, strings.Join(Roles, ", "))}
 	}
 	if m.Role == "tool" && m.ToolCallID == "" {
-		return &InvalidError{"a tool message needs toolCallId (the id of the call it answers)"}
+		return &InvalidError{Msg: "a tool message needs toolCallId (the id of the call it answers)"}
 	}
 	if err := event.ValidateToolCalls(m.ToolCalls); err != nil {
-		return &InvalidError{err.Error()}
+		return &InvalidError{Msg: err.Error()}
 	}
 	if !utf8.ValidString(m.Content) {
-		return &InvalidError{"content is not valid UTF-8"}
+		return &InvalidError{Msg: "content is not valid UTF-8"}
 	}
 	return nil
 }
@@ -105,7 +101,7 @@ func (s *Store) Add(ctx context.Context, msgs ...Message) ([]Message, error) {
 	for i, m := range msgs {
 		if err := Validate(m); err != nil {
 			if len(msgs) > 1 {
-				return nil, &InvalidError{fmt.Sprintf("message %d: %s", i, err.Error())}
+				return nil, &InvalidError{Msg: fmt.Sprintf("message %d: %s", i, err.Error())}
 			}
 			return nil, err
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/matememory/matememory/pkg/internal/rest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -49,7 +50,7 @@ func setup(t *testing.T, db storetest.DB) *env {
 		{Key: "k2", Agents: []string{"2"}},
 	}
 	s := httpapi.New(httpapi.NewAuthenticator(keys), prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	cronjob.RegisterHTTP(s, e.jobs)
+	rest.RegisterCronJobs(s, e.jobs)
 	e.srv = apitest.Serve(t, s) // every response is held against the OpenAPI document
 	return e
 }

@@ -1,41 +1,34 @@
 package cronjob
 
 import (
-	"errors"
 	"fmt"
-	"net/http"
+
+	"github.com/matememory/matememory/pkg/internal/fault"
 )
 
-// Sentinel errors; check with errors.Is.
+// Sentinel errors; check with errors.Is. Each matches its kind in fault too.
 var (
 	// ErrInvalid: bad input; the error's text says what and how to fix it.
-	ErrInvalid = errors.New("invalid cron job")
+	ErrInvalid = fault.ErrInvalid
 	// ErrNotFound: no live job with that id (or not one the caller may see).
-	ErrNotFound = errors.New("cron job not found")
+	ErrNotFound = fault.New(fault.ErrNotFound, "cron job not found")
 	// ErrConflict: the agent already has a live job of that name.
-	ErrConflict = errors.New("cron job name already used")
+	ErrConflict = fault.New(fault.ErrConflict, "cron job name already used")
 )
 
-// InvalidError is bad input, with a message for the caller (HTTP 400).
-type InvalidError struct{ Msg string }
+// InvalidError is bad input, with a message for the caller: fault's one invalid-input error.
+type InvalidError = fault.Invalid
 
-func (e *InvalidError) Error() string { return e.Msg }
+func invalidf(format string, args ...any) error { return fault.Invalidf(format, args...) }
 
-// Is makes errors.Is(err, ErrInvalid) true.
-func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
-
-// HTTPStatus implements httpapi.StatusCoder.
-func (e *InvalidError) HTTPStatus() int { return http.StatusBadRequest }
-
-func invalidf(format string, args ...any) error {
-	return &InvalidError{Msg: fmt.Sprintf(format, args...)}
-}
+// NotFound is the error for job id: not there, or of an agent the caller may not act for
+// (so ids do not reveal other tenants' jobs).
+func NotFound(id int64) error { return &notFoundError{id: id} }
 
 type notFoundError struct{ id int64 }
 
-func (e *notFoundError) Error() string        { return fmt.Sprintf("cron job %d not found", e.id) }
-func (e *notFoundError) Is(target error) bool { return target == ErrNotFound }
-func (e *notFoundError) HTTPStatus() int      { return http.StatusNotFound }
+func (e *notFoundError) Error() string { return fmt.Sprintf("cron job %d not found", e.id) }
+func (e *notFoundError) Unwrap() error { return ErrNotFound }
 
 type conflictError struct {
 	agentID int64
@@ -45,5 +38,4 @@ type conflictError struct {
 func (e *conflictError) Error() string {
 	return fmt.Sprintf("agent %d already has a cron job named %q; choose another name or update that job", e.agentID, e.name)
 }
-func (e *conflictError) Is(target error) bool { return target == ErrConflict }
-func (e *conflictError) HTTPStatus() int      { return http.StatusConflict }
+func (e *conflictError) Unwrap() error { return ErrConflict }

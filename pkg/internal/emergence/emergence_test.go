@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/matememory/matememory/pkg/internal/rest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -91,7 +92,7 @@ func newFixture(t *testing.T, db storetest.DB, h func(llmtest.Received) llmtest.
 	}
 	t.Cleanup(f.worker.Stop)
 	s := httpapi.New(httpapi.NewAuthenticator(nil), prometheus.NewRegistry(), f.quiet)
-	emergence.RegisterHTTP(s, emergence.NewTrigger(f.connect("api"), 15*time.Second))
+	rest.RegisterEmergence(s, emergence.NewTrigger(f.connect("api"), 15*time.Second))
 	f.srv = httptest.NewServer(apitest.New(t, s, nil).Wrap(s)) // responses held against the OpenAPI document
 	t.Cleanup(f.srv.Close)
 	return f

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/matememory/matememory/pkg/internal/rest"
 	"net/http"
 	"strconv"
 	"sync"
@@ -35,7 +36,7 @@ func TestManualEmergenceCoalescedAndRateLimited(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := httpapi.New(httpapi.NewAuthenticator(nil), prometheus.NewRegistry(), f.quiet)
-	emergence.RegisterHTTP(s, emergence.NewTrigger(js, 15*time.Second).WithRateLimit(kv))
+	rest.RegisterEmergence(s, emergence.NewTrigger(js, 15*time.Second).WithRateLimit(kv))
 	srv := f.srv
 	srv.Config.Handler = s
 

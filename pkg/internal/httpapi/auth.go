@@ -111,24 +111,7 @@ func AgentID(r *http.Request) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	return id, Authorize(r, id)
-}
-
-// Authorize checks the caller may act for agentID (403 otherwise).
-func Authorize(r *http.Request, agentID int64) error {
-	if !PrincipalFrom(r.Context()).MayAct(agentID) {
-		return Errorf(http.StatusForbidden, "this API key may not act for agent %d", agentID)
-	}
-	return nil
-}
-
-// RequireAdmin checks the caller holds an admin key (or keys are off).
-func RequireAdmin(r *http.Request) error {
-	p := PrincipalFrom(r.Context())
-	if p.Open || p.Admin {
-		return nil
-	}
-	return Errorf(http.StatusForbidden, "this endpoint needs an admin API key")
+	return id, Act(r.Context(), id)
 }
 
 // Act checks the caller of ctx may act for agentID (403 otherwise).

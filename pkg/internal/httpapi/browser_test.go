@@ -1,6 +1,8 @@
 package httpapi_test
 
 import (
+	"context"
+	"github.com/danielgtaylor/huma/v2"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +16,14 @@ import (
 	"github.com/matememory/matememory/pkg/internal/httpapi"
 )
 
+// browserPost is a route's input with an optional JSON body.
+type browserPost struct {
+	httpapi.AgentPath
+	Body *struct {
+		A int `json:"a,omitempty"`
+	} `required:"false"`
+}
+
 // Issue 9.3: in no-key (loopback) mode a web page the developer visits can neither write
 // (a text/plain or form "simple" POST from another origin) nor read (DNS rebinding: Host
 // evil.example). Configured CORS origins are allowed and answered with CORS headers.
@@ -22,11 +32,15 @@ func TestBrowserProtections(t *testing.T) {
 	mk := func(keys string, opts ...httpapi.Option) http.Handler {
 		parsed, _ := config.ParseKeys(keys)
 		s := httpapi.New(httpapi.NewAuthenticator(parsed), prometheus.NewRegistry(), slog.New(slog.DiscardHandler), opts...)
-		s.Handle("POST /api/v1/agents/{agentId}/tools/x", "test", func(r *http.Request) (any, error) {
-			calls++
-			return "ok", nil
-		})
-		s.Handle("GET /api/v1/agents/{agentId}/x", "test", func(r *http.Request) (any, error) { return "secret", nil })
+		httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: "/api/v1/agents/{agentId}/tools/x", OperationID: "x", Summary: "test", Tags: []string{"Tools"}},
+			func(context.Context, *browserPost) (*httpapi.Response[string], error) {
+				calls++
+				return httpapi.OK("ok"), nil
+			})
+		httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: "/api/v1/agents/{agentId}/x", OperationID: "readX", Summary: "test", Tags: []string{"Tools"}},
+			func(context.Context, *httpapi.AgentPath) (*httpapi.Response[string], error) {
+				return httpapi.OK("secret"), nil
+			})
 		return s
 	}
 	type tc struct {

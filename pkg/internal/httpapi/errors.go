@@ -2,14 +2,14 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/matememory/matememory/pkg/internal/fault"
 	"github.com/matememory/matememory/pkg/internal/workspace"
 )
 
@@ -34,55 +34,58 @@ func BadRequest(format string, args ...any) *Error {
 	return Errorf(http.StatusBadRequest, format, args...)
 }
 
-// StatusCoder lets errors from feature packages choose their HTTP status.
-type StatusCoder interface{ HTTPStatus() int }
-
-// Classify maps an error to a status and a message; the mapping lives here only.
+// Classify maps an error to a status and a message: the HTTP port's one mapping of fault's
+// vocabulary (and of this package's own *Error) to statuses. The message is the error's
+// text; context errors say so.
 func Classify(err error) (int, string) {
+	st, msg, _ := classify(err)
+	return st, msg
+}
+
+// classify is Classify with the headers the answer carries (an *Error's, a rate limit's
+// Retry-After).
+func classify(err error) (int, string, http.Header) {
 	var he *Error
-	var sc StatusCoder
+	var limited *fault.Limited
 	switch {
 	case errors.As(err, &he):
-		return he.Status, he.Msg
-	case errors.As(err, &sc):
-		return sc.HTTPStatus(), err.Error()
-	case errors.Is(err, workspace.ErrInvalid):
-		return http.StatusBadRequest, err.Error()
-	case errors.Is(err, workspace.ErrNotFound):
-		return http.StatusNotFound, err.Error()
-	case errors.Is(err, workspace.ErrConflict):
-		return http.StatusConflict, err.Error()
-	case errors.Is(err, context.DeadlineExceeded):
-		return http.StatusGatewayTimeout, "timed out: " + err.Error()
-	case errors.Is(err, context.Canceled):
-		return 499, "request canceled"
+		return he.Status, he.Msg, he.Header
+	case errors.As(err, &limited):
+		secs := max(int((limited.RetryAfter+time.Second-1)/time.Second), 1)
+		return http.StatusTooManyRequests, err.Error(), http.Header{"Retry-After": {strconv.Itoa(secs)}}
 	}
-	return http.StatusInternalServerError, err.Error()
+	for _, k := range kinds {
+		if errors.Is(err, k.kind) {
+			return k.status, err.Error(), nil
+		}
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusGatewayTimeout, "timed out: " + err.Error(), nil
+	case errors.Is(err, context.Canceled):
+		return 499, "request canceled", nil
+	}
+	return http.StatusInternalServerError, err.Error(), nil
+}
+
+// kinds are fault's kinds and their statuses, in the order they are checked (an error of
+// two kinds answers with the first).
+var kinds = []struct {
+	kind   error
+	status int
+}{
+	{fault.ErrInvalid, http.StatusBadRequest},
+	{fault.ErrNotFound, http.StatusNotFound},
+	{fault.ErrConflict, http.StatusConflict},
+	{fault.ErrErased, http.StatusConflict},
+	{fault.ErrPrecondition, http.StatusPreconditionFailed},
+	{fault.ErrTooLarge, http.StatusRequestEntityTooLarge},
+	{fault.ErrRateLimited, http.StatusTooManyRequests},
+	{fault.ErrUnavailable, http.StatusServiceUnavailable},
 }
 
 // MaxBodyBytes bounds request bodies (file content limit plus JSON overhead).
 const MaxBodyBytes = 8 << 20
-
-// Decode reads a JSON body into v, rejecting unknown fields and trailing data.
-func Decode(r *http.Request, v any) error {
-	body := http.MaxBytesReader(nil, r.Body, MaxBodyBytes)
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		switch {
-		case errors.Is(err, io.EOF):
-			return BadRequest("request body is empty; expected a JSON object")
-		case errors.As(err, &mbe):
-			return Errorf(http.StatusRequestEntityTooLarge, "request body exceeds %d bytes", MaxBodyBytes)
-		}
-		return BadRequest("invalid JSON body: %v", err)
-	}
-	if dec.More() {
-		return BadRequest("invalid JSON body: more than one JSON value")
-	}
-	return nil
-}
 
 // PathInt64 parses a positive integer path parameter.
 func PathInt64(r *http.Request, name string) (int64, error) {
@@ -93,9 +96,6 @@ func PathInt64(r *http.Request, name string) (int64, error) {
 	}
 	return n, nil
 }
-
-// IfMatch reads an If-Match: <version> header; absent means workspace.AnyVersion.
-func IfMatch(r *http.Request) (int64, error) { return ParseIfMatch(r.Header.Get("If-Match")) }
 
 // ParseIfMatch reads an If-Match value: a version ("3", "W/\"3\""), 0 for create only;
 // empty or * is workspace.AnyVersion.

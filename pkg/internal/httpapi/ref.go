@@ -7,8 +7,8 @@ import (
 	"unicode/utf8"
 )
 
-// MaxRefBytes is the size of the history's ref column.
-const MaxRefBytes = 128
+// maxRefBytes is the size of the history's ref column.
+const maxRefBytes = 128
 
 // HeaderRef reads the first of the named headers that is set (X-Request-Id,
 // X-Tool-Call-Id) and makes it fit for the history's ref column with CleanRef. REST and MCP
@@ -23,7 +23,7 @@ func HeaderRef(h http.Header, names ...string) string {
 }
 
 // CleanRef makes a caller-chosen reference safe to store and log: valid UTF-8, no control
-// characters, trimmed, at most MaxRefBytes bytes (cut on a rune boundary).
+// characters, trimmed, at most maxRefBytes bytes (cut on a rune boundary).
 func CleanRef(s string) string {
 	s = strings.ToValidUTF8(s, "")
 	s = strings.Map(func(r rune) rune {
@@ -33,7 +33,7 @@ func CleanRef(s string) string {
 		return r
 	}, s)
 	s = strings.TrimSpace(s)
-	for len(s) > MaxRefBytes {
+	for len(s) > maxRefBytes {
 		_, size := utf8.DecodeLastRuneInString(s)
 		s = s[:len(s)-size]
 	}

@@ -8,13 +8,11 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"path"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -30,13 +28,8 @@ import (
 	"github.com/matememory/matememory/pkg/internal/panics"
 )
 
-// Handler serves one route: it returns the data for {"code":200,"data":...} or an error
-// that Classify turns into a status and message. Return Accepted(...) or Created(...) for
-// other 2xx codes.
-type Handler func(r *http.Request) (any, error)
-
-// Check is a readiness probe.
-type Check struct {
+// check is a readiness probe.
+type check struct {
 	Name string
 	Fn   func(ctx context.Context) error
 }
@@ -46,7 +39,7 @@ type Server struct {
 	mux     *http.ServeMux
 	auth    *Authenticator
 	log     *slog.Logger
-	checks  []Check
+	checks  []check
 	infos   []info
 	reg     *prometheus.Registry
 	reqs    *prometheus.CounterVec
@@ -117,7 +110,7 @@ const CheckTimeout = 3 * time.Second
 
 // AddCheck registers a readiness check for /readyz.
 func (s *Server) AddCheck(name string, fn func(ctx context.Context) error) {
-	s.checks = append(s.checks, Check{Name: name, Fn: fn})
+	s.checks = append(s.checks, check{Name: name, Fn: fn})
 }
 
 // AddInfo registers a detail shown in /readyz that never fails readiness (the LLM's
@@ -131,97 +124,11 @@ type info struct {
 	fn   func() string
 }
 
-// Handle registers pattern ("METHOD /path/{param}") as an untyped route, documented with
-// its summary only. Routes of the API are typed operations (Register); Handle stays for
-// tests and for routes whose shape no schema describes.
-func (s *Server) Handle(pattern, summary string, h Handler) {
-	s.document(pattern, summary)
-	s.mux.Handle(pattern, s.trace(pattern, s.wrap(pattern, h)))
-}
-
 func (s *Server) trace(pattern string, h http.Handler) http.Handler {
 	if s.traced == nil {
 		return h
 	}
 	return s.traced(pattern, h)
-}
-
-// HandleRaw registers a plain http.Handler (streams, MCP) behind authentication, documented
-// with its summary only.
-func (s *Server) HandleRaw(pattern, summary string, h http.Handler) {
-	s.document(pattern, summary)
-	s.mux.Handle(pattern, s.trace(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, err := s.auth.Authenticate(r)
-		if err != nil {
-			writeErr(w, err)
-			return
-		}
-		h.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), p)))
-	})))
-}
-
-// document lists an untyped route in the OpenAPI document.
-func (s *Server) document(pattern, summary string) {
-	method, p, ok := strings.Cut(pattern, " ")
-	if !ok || method == "" || strings.ToUpper(method) != method || !strings.HasPrefix(p, "/") {
-		return // a pattern for every method ("/console/") is not an operation
-	}
-	p = strings.ReplaceAll(p, "...}", "}")
-	op := &huma.Operation{Method: method, Path: p, Summary: summary, Tags: []string{"Other"},
-		OperationID: untypedID(method, p),
-		Responses:   map[string]*huma.Response{"default": {Description: `{"code":200,"data":...} or {"code":4xx/5xx,"msg":"..."}`}}}
-	for _, seg := range strings.Split(p, "/") {
-		if strings.HasPrefix(seg, "{") && strings.HasSuffix(seg, "}") {
-			op.Parameters = append(op.Parameters, &huma.Param{Name: strings.Trim(seg, "{}"), In: "path", Required: true, Schema: &huma.Schema{Type: "string"}})
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	oa := s.api.OpenAPI()
-	if !slices.ContainsFunc(oa.Tags, func(t *huma.Tag) bool { return t.Name == "Other" }) {
-		oa.Tags = append(oa.Tags, &huma.Tag{Name: "Other", Description: "Routes registered without a typed contract: summary only."})
-	}
-	oa.AddOperation(op)
-}
-
-func (s *Server) wrap(pattern string, h Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		code := s.serve(w, r, h)
-		s.reqs.WithLabelValues(pattern, fmt.Sprint(code)).Inc()
-		s.latency.WithLabelValues(pattern).Observe(time.Since(start).Seconds())
-	})
-}
-
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, h Handler) (code int) {
-	defer func() {
-		if rec := recover(); rec != nil {
-			s.guard.Report("http", rec, "method", r.Method, "path", r.URL.Path)
-			code = fail(w, http.StatusInternalServerError, "internal error")
-		}
-	}()
-	p, err := s.auth.Authenticate(r)
-	if err != nil {
-		return writeErr(w, err)
-	}
-	r = r.WithContext(withPrincipal(r.Context(), p))
-	data, err := h(r)
-	if err != nil {
-		st, _ := Classify(err)
-		if st >= 500 {
-			s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		}
-		return writeErr(w, err)
-	}
-	status := http.StatusOK
-	if sd, ok := data.(statusData); ok {
-		status, data = sd.status, sd.data
-		for k, v := range sd.header {
-			w.Header()[k] = v
-		}
-	}
-	writeJSON(w, status, envelope{Code: status, Data: data})
-	return status
 }
 
 // ServeHTTP implements http.Handler. An API path with '.' or '..' segments or '//' is
@@ -258,23 +165,6 @@ type envelope struct {
 	Data any    `json:"data,omitempty"`
 }
 
-type statusData struct {
-	status int
-	header http.Header
-	data   any
-}
-
-// Accepted answers 202 with data.
-func Accepted(data any) any { return statusData{status: http.StatusAccepted, data: data} }
-
-// Created answers 201 with data.
-func Created(data any) any { return statusData{status: http.StatusCreated, data: data} }
-
-// Reply answers status with data and extra response headers (an ETag, say).
-func Reply(status int, header http.Header, data any) any {
-	return statusData{status: status, header: header, data: data}
-}
-
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
@@ -289,21 +179,9 @@ func fail(w http.ResponseWriter, status int, msg string) int {
 }
 
 func writeErr(w http.ResponseWriter, err error) int {
-	st, msg := Classify(err)
-	var he *Error
-	if errors.As(err, &he) && he.Header != nil {
-		for k, v := range he.Header {
-			w.Header()[k] = v
-		}
+	st, msg, header := classify(err)
+	for k, v := range header {
+		w.Header()[k] = v
 	}
 	return fail(w, st, msg)
-}
-
-// untypedID names an untyped route's operation after its method and path ("post-api-v1-x").
-func untypedID(method, p string) string {
-	id := strings.ToLower(method)
-	for _, seg := range strings.FieldsFunc(p, func(r rune) bool { return r == '/' || r == '{' || r == '}' || r == '-' || r == '.' }) {
-		id += "-" + strings.ToLower(seg)
-	}
-	return id
 }

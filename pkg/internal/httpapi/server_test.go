@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/danielgtaylor/huma/v2"
+	"github.com/matememory/matememory/pkg/internal/fault"
 	"io"
 	"log/slog"
 	"net/http"
@@ -83,41 +85,57 @@ func get(t *testing.T, base, method, path, key string) (int, envelope, http.Head
 	return resp.StatusCode, env, resp.Header
 }
 
-type coded struct{}
+type thingInput struct {
+	httpapi.AgentPath
+	Fail string `query:"fail"`
+}
 
-func (coded) Error() string   { return "teapot" }
-func (coded) HTTPStatus() int { return http.StatusTeapot }
-
+// TestEnvelopeAndErrors: the envelope, fault's kinds mapped to statuses in one place,
+// authentication and scopes, panics, canonical paths.
 func TestEnvelopeAndErrors(t *testing.T) {
 	s := newServer(t, "k1=1;adm=admin")
-	s.Handle("GET /api/v1/agents/{agentId}/thing", "test", func(r *http.Request) (any, error) {
-		id, err := httpapi.AgentID(r)
-		if err != nil {
-			return nil, err
-		}
-		switch r.URL.Query().Get("fail") {
-		case "invalid":
-			return nil, fmt.Errorf("wrapped: %w", &workspace.InvalidError{Msg: "bad name"})
-		case "missing":
-			return nil, fmt.Errorf("load: %w", workspace.ErrNotFound)
-		case "conflict":
-			return nil, &workspace.ConflictError{Filename: "a.md", Expected: 1, Actual: 2}
-		case "coded":
-			return nil, fmt.Errorf("x: %w", coded{})
-		case "internal":
-			return nil, errors.New("disk on fire")
-		case "panic":
-			panic("boom")
-		case "created":
-			return httpapi.Created(map[string]int64{"id": id}), nil
-		case "header":
-			return httpapi.Reply(http.StatusAccepted, http.Header{"Etag": {`"7"`}}, "ok"), nil
-		}
-		return map[string]int64{"agentId": id}, nil
-	})
-	s.Handle("GET /api/v1/admin-thing", "test", func(r *http.Request) (any, error) {
-		return "ok", httpapi.RequireAdmin(r)
-	})
+	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: "/api/v1/agents/{agentId}/thing", OperationID: "thing", Summary: "test", Tags: []string{"Agents"}},
+		func(ctx context.Context, in *thingInput) (*httpapi.Versioned[map[string]int64], error) {
+			if err := httpapi.Act(ctx, in.AgentID); err != nil {
+				return nil, err
+			}
+			switch in.Fail {
+			case "invalid":
+				return nil, fmt.Errorf("wrapped: %w", &workspace.InvalidError{Msg: "bad name"})
+			case "missing":
+				return nil, fmt.Errorf("load: %w", workspace.ErrNotFound)
+			case "conflict":
+				return nil, &workspace.ConflictError{Filename: "a.md", Expected: 1, Actual: 2}
+			case "precondition":
+				return nil, fault.New(fault.ErrPrecondition, "a.md exists")
+			case "erased":
+				return nil, fmt.Errorf("x: %w", fault.New(fault.ErrErased, "agent 1 was erased"))
+			case "large":
+				return nil, fault.New(fault.ErrTooLarge, "too many tokens")
+			case "limited":
+				return nil, &fault.Limited{Msg: "try again in 3 s", RetryAfter: 2500 * time.Millisecond}
+			case "unavailable":
+				return nil, fault.New(fault.ErrUnavailable, "JetStream is unavailable")
+			case "http":
+				return nil, httpapi.Errorf(http.StatusTeapot, "teapot")
+			case "internal":
+				return nil, errors.New("disk on fire")
+			case "panic":
+				panic("boom")
+			case "created":
+				return httpapi.AnswerVersion(http.StatusCreated, 1, map[string]int64{"id": in.AgentID}), nil
+			case "header":
+				return httpapi.AnswerVersion(http.StatusAccepted, 7, map[string]int64{"ok": 1}), nil
+			}
+			return httpapi.AnswerVersion(http.StatusOK, 1, map[string]int64{"agentId": in.AgentID}), nil
+		})
+	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: "/api/v1/admin-thing", OperationID: "adminThing", Summary: "test", Tags: []string{"Admin"}},
+		func(ctx context.Context, _ *struct{}) (*httpapi.Response[string], error) {
+			if err := httpapi.Admin(ctx); err != nil {
+				return nil, err
+			}
+			return httpapi.OK("ok"), nil
+		})
 	ts := httptest.NewServer(s)
 	defer ts.Close()
 
@@ -130,7 +148,12 @@ func TestEnvelopeAndErrors(t *testing.T) {
 		{"/api/v1/agents/1/thing?fail=invalid", "k1", 400, "bad name"},
 		{"/api/v1/agents/1/thing?fail=missing", "k1", 404, "not found"},
 		{"/api/v1/agents/1/thing?fail=conflict", "k1", 409, "expected version 1, current version is 2"},
-		{"/api/v1/agents/1/thing?fail=coded", "k1", 418, "teapot"},
+		{"/api/v1/agents/1/thing?fail=precondition", "k1", 412, "a.md exists"},
+		{"/api/v1/agents/1/thing?fail=erased", "k1", 409, "agent 1 was erased"},
+		{"/api/v1/agents/1/thing?fail=large", "k1", 413, "too many tokens"},
+		{"/api/v1/agents/1/thing?fail=limited", "k1", 429, "try again in 3 s"},
+		{"/api/v1/agents/1/thing?fail=unavailable", "k1", 503, "JetStream is unavailable"},
+		{"/api/v1/agents/1/thing?fail=http", "k1", 418, "teapot"},
 		{"/api/v1/agents/1/thing?fail=internal", "k1", 500, "disk on fire"},
 		{"/api/v1/agents/1/thing?fail=panic", "k1", 500, "internal error"},
 		{"/api/v1/agents/1/thing?fail=created", "k1", 201, ""},
@@ -162,6 +185,9 @@ func TestEnvelopeAndErrors(t *testing.T) {
 	status, env, hdr := get(t, ts.URL, "GET", "/api/v1/agents/1/thing?fail=header", "k1")
 	if status != 202 || env.Code != 202 || hdr.Get("ETag") != `"7"` {
 		t.Errorf("Reply: %d %+v ETag %q", status, env, hdr.Get("ETag"))
+	}
+	if _, _, hdr := get(t, ts.URL, "GET", "/api/v1/agents/1/thing?fail=limited", "k1"); hdr.Get("Retry-After") != "3" {
+		t.Errorf("rate limited: Retry-After %q, want 3 (seconds, rounded up)", hdr.Get("Retry-After"))
 	}
 	// A trailing slash is canonical enough: it reaches the mux (which has no such route).
 	if status, env, _ := get(t, ts.URL, "GET", "/api/v1/agents/1/thing/", "k1"); status != 404 || !strings.Contains(env.Msg, "no route") {
@@ -246,7 +272,7 @@ func TestIfMatch(t *testing.T) {
 		if c.header != "" {
 			r.Header.Set("If-Match", c.header)
 		}
-		got, err := httpapi.IfMatch(r)
+		got, err := httpapi.ParseIfMatch(r.Header.Get("If-Match"))
 		if c.bad {
 			if st, _ := httpapi.Classify(err); st != 400 {
 				t.Errorf("If-Match %q: %v, want a 400", c.header, err)
@@ -259,40 +285,16 @@ func TestIfMatch(t *testing.T) {
 	}
 }
 
-func TestDecode(t *testing.T) {
-	var v struct {
-		A int `json:"a"`
-	}
-	for _, c := range []struct {
-		body   string
-		status int
-		msg    string
-	}{
-		{`{"a":1}`, 0, ""},
-		{``, 400, "empty"},
-		{`{"a":1,"b":2}`, 400, "unknown field"},
-		{`{"a":1} {"a":2}`, 400, "more than one"},
-		{`{"a":"x"}`, 400, "invalid JSON"},
-		{`{"a":` + strings.Repeat(" ", httpapi.MaxBodyBytes) + `1}`, 413, "exceeds"},
-	} {
-		r := httptest.NewRequest("POST", "/", strings.NewReader(c.body))
-		err := httpapi.Decode(r, &v)
-		if c.status == 0 {
-			if err != nil || v.A != 1 {
-				t.Errorf("%q: %v", c.body, err)
-			}
-			continue
-		}
-		st, msg := httpapi.Classify(err)
-		if st != c.status || !strings.Contains(msg, c.msg) {
-			t.Errorf("%.40q: %d %q, want %d with %q", c.body, st, msg, c.status, c.msg)
-		}
-	}
-}
-
 func TestOpenAPIListsRoutes(t *testing.T) {
 	s := newServer(t, "k=*")
-	s.Handle("GET /api/v1/agents/{agentId}/files/{path...}", "read a file", func(*http.Request) (any, error) { return nil, nil })
+	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: "/api/v1/agents/{agentId}/files/{path}", OperationID: "readFile", Summary: "read a file", Tags: []string{"Workspace"},
+		Metadata: map[string]any{httpapi.MetaRest: "path"}},
+		func(context.Context, *struct {
+			httpapi.AgentPath
+			Path string `path:"path"`
+		}) (*httpapi.Response[string], error) {
+			return httpapi.OK(""), nil
+		})
 	ts := httptest.NewServer(s)
 	defer ts.Close()
 	resp, err := http.Get(ts.URL + "/api/v1/openapi.json")

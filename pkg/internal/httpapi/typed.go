@@ -152,19 +152,14 @@ func Register[I, O any](s *Server, op huma.Operation, h func(context.Context, *I
 	})
 }
 
-// errorEnvelope classifies a handler's error into the envelope (with the headers an *Error
-// carries: WWW-Authenticate, Retry-After) and logs server errors.
+// errorEnvelope classifies a handler's error into the envelope (with the headers it carries:
+// WWW-Authenticate, Retry-After) and logs server errors.
 func (s *Server) errorEnvelope(op huma.Operation, err error) error {
-	st, msg := Classify(err)
+	st, msg, header := classify(err)
 	if st >= 500 {
 		s.log.Error("request failed", "operation", op.OperationID, "err", err)
 	}
-	e := &ErrorEnvelope{Code: st, Msg: msg}
-	var he *Error
-	if errors.As(err, &he) && he.Header != nil {
-		e.header = he.Header
-	}
-	return e
+	return &ErrorEnvelope{Code: st, Msg: msg, header: header}
 }
 
 // API is the server's huma API, for operations registered by hand (huma.Register) and for
@@ -247,6 +242,10 @@ func schemaName(t reflect.Type, hint string) string {
 		if t.PkgPath() != "" && !strings.Contains(name, ".") && part == name {
 			pkg = t.PkgPath()[strings.LastIndex(t.PkgPath(), "/")+1:]
 		}
+		if n, ok := documentedNames[pkg+"."+base]; ok {
+			b.WriteString(n)
+			continue
+		}
 		switch pkg {
 		case "", "httpapi", "rest", "time", "json":
 			pkg = ""
@@ -261,6 +260,22 @@ func schemaName(t reflect.Type, hint string) string {
 		}
 		return -1
 	}, b.String())
+}
+
+// documentedNames keeps the component names the document gave types before they moved
+// into the REST port (rest) or the shared wire types (pkg/api): the generated TypeScript
+// and Python clients name their types after them, so a move must not rename a schema.
+var documentedNames = map[string]string{
+	"rest.JobList":         "CronjobJobList",
+	"rest.JobDeleted":      "CronjobJobDeleted",
+	"rest.cronCreateBody":  "CronjobCreateBody",
+	"rest.cronReplaceBody": "CronjobReplaceBody",
+	"rest.cronPatchBody":   "CronjobPatchBody",
+	"rest.contextBody":     "WindowContextBody",
+	"rest.SummarizeResult": "SummarizerSummarizeResult",
+	"rest.RunList":         "SummarizerRunList",
+	"rest.DeadLetter":      "SummarizerDeadLetter",
+	"rest.DeadLetters":     "SummarizerDeadLetters",
 }
 
 func upperFirst(s string) string {

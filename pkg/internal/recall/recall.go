@@ -5,9 +5,7 @@
 package recall
 
 import (
-	"errors"
-	"fmt"
-	"net/http"
+	"github.com/matememory/matememory/pkg/internal/fault"
 	"time"
 )
 
@@ -118,20 +116,10 @@ func (s Settings) withDefaults() Settings {
 	return s
 }
 
-// InvalidError is a query the caller got wrong (400).
-type InvalidError struct{ Msg string }
-
-func (e *InvalidError) Error() string { return e.Msg }
-
-// HTTPStatus lets the REST layer answer 400.
-func (e *InvalidError) HTTPStatus() int { return http.StatusBadRequest }
+// InvalidError is a query the caller got wrong: fault's one invalid-input error.
+type InvalidError = fault.Invalid
 
 // ErrInvalid is matched by every InvalidError.
-var ErrInvalid = errors.New("invalid recall query")
+var ErrInvalid = fault.ErrInvalid
 
-// Is makes errors.Is(err, ErrInvalid) true.
-func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
-
-func invalidf(format string, args ...any) error {
-	return &InvalidError{Msg: fmt.Sprintf(format, args...)}
-}
+func invalidf(format string, args ...any) error { return fault.Invalidf(format, args...) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/matememory/matememory/pkg/internal/fault"
 	"io"
 	"log/slog"
 	"strings"
@@ -114,7 +115,7 @@ func TestSearchBadInput(t *testing.T) {
 	} {
 		_, err := r.se.Search(context.Background(), 1, q)
 		var ie *recall.InvalidError
-		if !errors.As(err, &ie) || ie.HTTPStatus() != 400 || ie.Msg == "" {
+		if !errors.As(err, &ie) || !errors.Is(err, fault.ErrInvalid) || ie.Msg == "" {
 			t.Errorf("query %.20q: want a 400 InvalidError, got %v", q.Text, err)
 		}
 	}

@@ -401,27 +401,6 @@ func (h wsHandlers) patchAgent(ctx context.Context, in *agentInput) (*httpapi.Re
 	return httpapi.OK(viewAgent(a, budgets)), nil
 }
 
-type overBudgetInput struct {
-	Limit int `query:"limit" minimum:"1" maximum:"1000" default:"100" doc:"At most this many files."`
-}
-
-// OverBudgetList is the core files over their budgets.
-type OverBudgetList struct {
-	Count int                    `json:"count"`
-	Files []workspace.OverBudget `json:"files"`
-}
-
-func (h wsHandlers) overBudget(ctx context.Context, in *overBudgetInput) (*httpapi.Response[OverBudgetList], error) {
-	if err := httpapi.Admin(ctx); err != nil {
-		return nil, err
-	}
-	files, err := h.ws.ListOverBudget(ctx, in.Limit)
-	if err != nil {
-		return nil, err
-	}
-	return httpapi.OK(OverBudgetList{Count: len(files), Files: files}), nil
-}
-
 func deref[T any](p *T) T {
 	var zero T
 	if p == nil {

@@ -2,7 +2,7 @@ package store
 
 import (
 	"context"
-	"errors"
+	"github.com/matememory/matememory/pkg/internal/fault"
 	"time"
 
 	"gorm.io/gorm"
@@ -43,7 +43,7 @@ func ErasedAt(ctx context.Context, db *gorm.DB, agentID int64) (time.Time, bool,
 
 // ErrErased is returned by a write refused because the agent was erased after what it
 // writes happened.
-var ErrErased = errors.New("the agent was erased after this happened")
+var ErrErased = fault.New(fault.ErrErased, "the agent was erased after this happened")
 
 // CheckNotErasedSince fails with ErrErased when the agent was erased at or after t.
 func CheckNotErasedSince(ctx context.Context, db *gorm.DB, agentID int64, t time.Time) error {

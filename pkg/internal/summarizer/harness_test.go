@@ -336,8 +336,8 @@ func (h *harness) httpServer(keys ...config.APIKey) *httptest.Server {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	RegisterRoutes(s, API{Publisher: h.pub, Ledger: h.ledger, JS: h.js, NC: h.nc, ManualTimeout: h.set.ManualTimeout, Metrics: h.metrics,
-		Pending: NewPendingReader(leases, conversation.New(h.db.DB), h.set.SweepEvery), DB: h.db.DB})
+	registerRoutes(s, API{Publisher: h.pub, Ledger: h.ledger, JS: h.js, NC: h.nc, ManualTimeout: h.set.ManualTimeout, Metrics: h.metrics,
+		Pending: NewPendingReader(leases, conversation.New(h.db.DB), h.set.SweepEvery), DB: h.db.DB}, h.js)
 	if _, bench := h.t.(*testing.B); bench {
 		// Benchmarks measure the server, not the test's document validator (which costs
 		// about 1 ms a request).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/matememory/matememory/pkg/internal/fault"
 	"strconv"
 	"strings"
 	"time"
@@ -15,10 +16,10 @@ import (
 )
 
 // errBusUnavailable: the request could not even be sent (no NATS connection).
-var errBusUnavailable = errors.New("message bus unavailable")
+var errBusUnavailable = fault.New(fault.ErrUnavailable, "message bus unavailable")
 
-// errUnreadableOutcome: the worker's reply is not an outcome.
-var errUnreadableOutcome = errors.New("unreadable outcome from the worker")
+// ErrUnreadableOutcome: the worker's reply is not an outcome.
+var ErrUnreadableOutcome = errors.New("unreadable outcome from the worker")
 
 // manualWait is how long a manual request waits for its outcome by default.
 func (api API) manualWait() time.Duration {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/matememory/matememory/pkg/internal/conversation"
+	"github.com/matememory/matememory/pkg/internal/fault"
 	"strings"
 	"time"
 
@@ -217,10 +218,14 @@ func (p *PendingReader) explain(v Pending) (string, string) {
 	}
 }
 
-// leaseReadError is a failure to read the lease bucket (NATS unavailable): the API answers 503.
+// leaseReadError is a failure to read the lease bucket (NATS unavailable); it matches
+// fault.ErrUnavailable.
 type leaseReadError struct{ error }
 
 func (e leaseReadError) Unwrap() error { return e.error }
+
+// Is makes errors.Is(err, fault.ErrUnavailable) true.
+func (e leaseReadError) Is(target error) bool { return target == fault.ErrUnavailable }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 

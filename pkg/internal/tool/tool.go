@@ -9,7 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
+	"github.com/matememory/matememory/pkg/internal/fault"
 	"strings"
 	"time"
 
@@ -53,31 +53,19 @@ type Function struct {
 	Parameters  json.RawMessage `json:"parameters"`
 }
 
-// Error is a tool call the caller got wrong (unknown tool, bad arguments).
-type Error struct {
-	Status int
-	Msg    string
-}
+// badArgs is a tool call the caller got wrong: fault's one invalid-input error.
+func badArgs(format string, args ...any) error { return fault.Invalidf(format, args...) }
 
-func (e *Error) Error() string { return e.Msg }
-
-// HTTPStatus lets the REST layer answer with the right code.
-func (e *Error) HTTPStatus() int { return e.Status }
-
-func badArgs(format string, args ...any) error {
-	return &Error{Status: http.StatusBadRequest, Msg: fmt.Sprintf(format, args...)}
-}
-
-// ErrUnknownTool is matched by the error Call returns for a name that is not a tool.
-var ErrUnknownTool = errors.New("unknown tool")
+// ErrUnknownTool is matched by the error Call returns for a name that is not a tool (a kind
+// of fault.ErrNotFound).
+var ErrUnknownTool = fault.New(fault.ErrNotFound, "unknown tool")
 
 type unknownTool struct{ name string }
 
 func (e *unknownTool) Error() string {
 	return fmt.Sprintf("unknown tool %q; available: %s", e.name, strings.Join(Names, ", "))
 }
-func (e *unknownTool) HTTPStatus() int      { return http.StatusNotFound }
-func (e *unknownTool) Is(target error) bool { return target == ErrUnknownTool }
+func (e *unknownTool) Unwrap() error { return ErrUnknownTool }
 
 // FileInfo is one entry of a listing.
 type FileInfo struct {

@@ -331,12 +331,8 @@ func TestWriteWithExpectedVersion(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = call(t, tools, ctx, 4, tool.WriteFile, fmt.Sprintf(`{"filename":"notes.md","content":"- a\n- b\n","expectedVersion":%d}`, read))
-		var se interface{ HTTPStatus() int }
 		if !errors.Is(err, workspace.ErrConflict) || !strings.Contains(err.Error(), "re-read") {
 			t.Fatalf("stale expectedVersion: %v, want a conflict", err)
-		}
-		if errors.As(err, &se) {
-			t.Logf("status %d", se.HTTPStatus())
 		}
 		f, _ := ws.Get(ctx, 4, "notes.md")
 		if !strings.Contains(f.Content, "from the summarizer") {

@@ -110,7 +110,7 @@ func (e *env) replica(name string, o replicaOpts) *replica {
 		e.t.Fatal(err)
 	}
 	srv := httpapi.New(httpapi.NewAuthenticator(nil), prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
-	RegisterHTTP(srv, svc)
+	registerRoutes(srv, svc)
 	hs := apitest.Serve(e.t, srv) // every response is held against the OpenAPI document
 	return &replica{svc: svc, ws: ws, http: hs}
 }

@@ -3,23 +3,18 @@ package window
 import (
 	"errors"
 	"fmt"
-	"net/http"
+
+	"github.com/matememory/matememory/pkg/internal/fault"
 )
 
-// InvalidError is a request the service cannot serve as given (400).
-type InvalidError struct{ Msg string }
+// InvalidError is a request the service cannot serve as given: fault's one invalid-input
+// error.
+type InvalidError = fault.Invalid
 
-func (e *InvalidError) Error() string { return e.Msg }
-
-// HTTPStatus makes it a 400.
-func (e *InvalidError) HTTPStatus() int { return http.StatusBadRequest }
-
-func invalidf(format string, args ...any) error {
-	return &InvalidError{Msg: fmt.Sprintf(format, args...)}
-}
+func invalidf(format string, args ...any) error { return fault.Invalidf(format, args...) }
 
 // TooLargeError says the system prompt and the current message alone exceed the budget, so
-// no amount of compaction can make the request fit (413).
+// no amount of compaction can make the request fit. It matches fault.ErrTooLarge.
 type TooLargeError struct {
 	System, Workspace, Current, Priming, Budget int
 }
@@ -29,8 +24,8 @@ func (e *TooLargeError) Error() string {
 		e.System, e.Workspace, e.Current, e.System+e.Current+e.Priming, e.Budget)
 }
 
-// HTTPStatus makes it a 413.
-func (e *TooLargeError) HTTPStatus() int { return http.StatusRequestEntityTooLarge }
+// Is makes errors.Is(err, fault.ErrTooLarge) true.
+func (e *TooLargeError) Is(target error) bool { return target == fault.ErrTooLarge }
 
 // DataError is stored data the service cannot use (a corrupt row); it is a server-side
 // problem the operator must fix (500 with the row named).

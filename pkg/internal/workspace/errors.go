@@ -1,28 +1,24 @@
 package workspace
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/matememory/matememory/pkg/internal/fault"
 )
 
-// Sentinel errors; check with errors.Is.
+// Sentinel errors; check with errors.Is. Each matches its kind in fault too.
 var (
 	// ErrNotFound: no live file of that name.
-	ErrNotFound = errors.New("workspace file not found")
+	ErrNotFound = fault.New(fault.ErrNotFound, "workspace file not found")
 	// ErrConflict: the file changed since the version the caller read (compare-and-swap lost),
 	// or a create found the file already there.
-	ErrConflict = errors.New("workspace file version conflict")
+	ErrConflict = fault.New(fault.ErrConflict, "workspace file version conflict")
 	// ErrInvalid: bad input (name, size, edit arguments); the error's text says what.
-	ErrInvalid = errors.New("invalid workspace request")
+	ErrInvalid = fault.ErrInvalid
 )
 
-// InvalidError is bad input, with a message for the caller.
-type InvalidError struct{ Msg string }
-
-func (e *InvalidError) Error() string { return e.Msg }
-
-// Is makes errors.Is(err, ErrInvalid) true.
-func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+// InvalidError is bad input, with a message for the caller: fault's one invalid-input error.
+type InvalidError = fault.Invalid
 
 // ConflictError carries the version the caller expected and the one stored.
 type ConflictError struct {
@@ -45,7 +41,7 @@ func (e *ConflictError) Error() string {
 	return fmt.Sprintf("%s changed: expected version %d, current version is %d; re-read and retry", e.Filename, e.Expected, e.Actual)
 }
 
-// Is makes errors.Is(err, ErrConflict) true.
-func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+// Unwrap makes errors.Is(err, ErrConflict) and errors.Is(err, fault.ErrConflict) true.
+func (e *ConflictError) Unwrap() error { return ErrConflict }
 
 func notFound(name string) error { return fmt.Errorf("%w: %s", ErrNotFound, name) }

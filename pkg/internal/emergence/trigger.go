@@ -5,18 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
+	"github.com/matememory/matememory/pkg/internal/fault"
 	"strconv"
 	"time"
 
-	"github.com/danielgtaylor/huma/v2"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/matememory/matememory/pkg/internal/bus"
-	"github.com/matememory/matememory/pkg/internal/httpapi"
 	"github.com/matememory/matememory/pkg/internal/ledger"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/tracing"
@@ -57,6 +55,9 @@ func ManualLimitBucket(replicas int, cooldown time.Duration) jetstream.KeyValueC
 		Description: "MateMemory: the last manual emergence request per agent (the TTL is the per-agent cooldown)",
 		TTL:         cooldown, History: 1, Storage: jetstream.FileStorage, Replicas: max(replicas, 1)}
 }
+
+// Wait is how long a request waits for the outcome unless the caller says otherwise.
+func (t *Trigger) Wait() time.Duration { return t.timeout }
 
 // DefaultWait is how long the manual trigger waits for the outcome by default.
 const DefaultWait = 150 * time.Second
@@ -183,8 +184,8 @@ func (t *Trigger) await(ctx context.Context, sub *nats.Subscription, agentID int
 	}
 }
 
-// admit takes the agent's manual-request slot for the cooldown, or answers 429 naming the
-// request that holds it and when the next one is accepted.
+// admit takes the agent's manual-request slot for the cooldown, or refuses with a
+// *fault.Limited naming the request that holds it and when the next one is accepted.
 func (t *Trigger) admit(ctx context.Context, agentID int64, requestID string) error {
 	if t.limit == nil {
 		return nil
@@ -208,12 +209,12 @@ func (t *Trigger) admit(ctx context.Context, agentID int64, requestID string) er
 		retry = ttl - t.now().Sub(e.Created())
 	}
 	secs := max(int(retry.Seconds()+0.999), 1)
-	return &httpapi.Error{Status: http.StatusTooManyRequests,
-		Msg:    fmt.Sprintf("a manual emergence for agent %d ran less than %s ago (%s; its outcome is in the run ledger under that event id); try again in %d s", agentID, ttl, prev, secs),
-		Header: http.Header{"Retry-After": {strconv.Itoa(secs)}}}
+	return &fault.Limited{RetryAfter: time.Duration(secs) * time.Second,
+		Msg: fmt.Sprintf("a manual emergence for agent %d ran less than %s ago (%s; its outcome is in the run ledger under that event id); try again in %d s", agentID, ttl, prev, secs)}
 }
 
-// failedError is the spec's failure answer: HTTP 500 with msg "记忆整合失败: <reason>".
+// failedError is the spec's failure: its text is "记忆整合失败: <reason>" (an HTTP 500, as
+// every error of no fault kind).
 type failedError struct{ msg string }
 
 func failedf(format string, args ...any) error {
@@ -222,35 +223,3 @@ func failedf(format string, args ...any) error {
 
 func (e *failedError) Error() string        { return e.msg }
 func (e *failedError) Is(target error) bool { return target == ErrFailed }
-func (e *failedError) HTTPStatus() int      { return http.StatusInternalServerError }
-
-// RegisterHTTP adds the spec's manual trigger, POST /api/v1/memory/{agentId}/emergence.
-func RegisterHTTP(s *httpapi.Server, t *Trigger) {
-	httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: "/api/v1/memory/{agentId}/emergence", OperationID: "consolidateMemory", Tags: []string{"Pipeline"},
-		Summary:     "Consolidate the agent's recent daily notes into MEMORY.md now",
-		Description: "Through the emergence worker (the same lease, guard and ledger as a cron slot). 500 \"记忆整合失败: …\" when the run failed; 202 {\"status\":\"pending\"} when ?waitSeconds= (default 150) runs out first; 429 with Retry-After within the per-agent cooldown.",
-		Metadata:    map[string]any{httpapi.MetaAlso: []int{http.StatusAccepted}},
-		Errors:      []int{403, 429}},
-		func(ctx context.Context, in *triggerInput) (*httpapi.Response[Result], error) {
-			if err := httpapi.Act(ctx, in.AgentID); err != nil {
-				return nil, err
-			}
-			wait := t.timeout
-			if in.WaitSeconds > 0 {
-				wait = time.Duration(in.WaitSeconds) * time.Second
-			}
-			res, err := t.Run(ctx, in.AgentID, wait)
-			if err != nil {
-				return nil, err
-			}
-			if res.Status == "pending" {
-				return httpapi.Answer(http.StatusAccepted, res), nil
-			}
-			return httpapi.OK(res), nil
-		})
-}
-
-type triggerInput struct {
-	httpapi.AgentPath
-	WaitSeconds int `query:"waitSeconds" minimum:"1" maximum:"600" doc:"How long to wait for the outcome (default: the server's, 150 s)."`
-}

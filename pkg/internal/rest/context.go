@@ -1,4 +1,4 @@
-package window
+package rest
 
 import (
 	"context"
@@ -8,14 +8,12 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"github.com/matememory/matememory/pkg/internal/httpapi"
+	"github.com/matememory/matememory/pkg/internal/window"
 )
 
-// ContextPath is the context window route; …/retry is the emergency compaction.
-const ContextPath = "/api/v1/agents/{agentId}/conversations/{conversationId}/context"
-
-// RegisterHTTP adds the context window routes to s.
-func RegisterHTTP(s *httpapi.Server, svc *Service) {
-	h := handlers{svc: svc}
+// RegisterContext adds the context window routes to s; …/retry is the emergency compaction.
+func RegisterContext(s *httpapi.Server, svc *window.Service) {
+	h := contextHandlers{svc: svc}
 	tags := []string{"Context"}
 	httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: "/api/v1/agents/{agentId}/conversations/{conversationId}/context", OperationID: "assembleContext", Tags: tags,
 		Summary:     "Assemble the context window before an LLM call",
@@ -25,22 +23,22 @@ func RegisterHTTP(s *httpapi.Server, svc *Service) {
 		Summary:     "Emergency compaction after a context_length_exceeded error",
 		Description: "The same body; only the last 2 exchanges, no LLM call.",
 		Errors:      []int{403}}, h.retry)
-	httpapi.Optional(s, reflect.TypeFor[RecallRequest](), "topK", "maxTokens", "query")
-	httpapi.Nullable(s, reflect.TypeFor[Message](), "content") // null when an assistant message only calls tools
-	httpapi.MayOmit(s, reflect.TypeFor[Message](), "content")  // an inline message that only calls tools may leave it out
+	httpapi.Optional(s, reflect.TypeFor[window.RecallRequest](), "topK", "maxTokens", "query")
+	httpapi.Nullable(s, reflect.TypeFor[window.Message](), "content") // null when an assistant message only calls tools
+	httpapi.MayOmit(s, reflect.TypeFor[window.Message](), "content")  // an inline message that only calls tools may leave it out
 }
 
-type handlers struct{ svc *Service }
+type contextHandlers struct{ svc *window.Service }
 
 // contextBody is the request body. Pointers tell an absent field from an empty one.
 type contextBody struct {
-	SystemPrompt   string     `json:"systemPrompt,omitempty" doc:"The chat service's own system prompt; the workspace files follow it."`
-	UserMessage    string     `json:"userMessage" doc:"The current user message, placed last."`
-	Model          string     `json:"model,omitempty" example:"deepseek-chat" doc:"Picks the tokenizer and the default budget."`
-	MaxInputTokens *int       `json:"maxInputTokens,omitempty" minimum:"0" doc:"The input budget; 0 or absent for the default."`
-	Messages       *[]Message `json:"messages,omitempty" doc:"Inline OpenAI-format history; omit it to use the stored messages."`
+	SystemPrompt   string            `json:"systemPrompt,omitempty" doc:"The chat service's own system prompt; the workspace files follow it."`
+	UserMessage    string            `json:"userMessage" doc:"The current user message, placed last."`
+	Model          string            `json:"model,omitempty" example:"deepseek-chat" doc:"Picks the tokenizer and the default budget."`
+	MaxInputTokens *int              `json:"maxInputTokens,omitempty" minimum:"0" doc:"The input budget; 0 or absent for the default."`
+	Messages       *[]window.Message `json:"messages,omitempty" doc:"Inline OpenAI-format history; omit it to use the stored messages."`
 	// Recall asks for memory search results in the system message.
-	Recall *RecallRequest `json:"recall,omitempty" doc:"Put memory search hits in the system message."`
+	Recall *window.RecallRequest `json:"recall,omitempty" doc:"Put memory search hits in the system message."`
 }
 
 type contextInput struct {
@@ -49,7 +47,7 @@ type contextInput struct {
 	Body           contextBody
 }
 
-func (h handlers) assemble(ctx context.Context, in *contextInput) (*httpapi.Response[*Result], error) {
+func (h contextHandlers) assemble(ctx context.Context, in *contextInput) (*httpapi.Response[*window.Result], error) {
 	req, err := decodeRequest(ctx, in)
 	if err != nil {
 		return nil, err
@@ -61,7 +59,7 @@ func (h handlers) assemble(ctx context.Context, in *contextInput) (*httpapi.Resp
 	return httpapi.OK(w), nil
 }
 
-func (h handlers) retry(ctx context.Context, in *contextInput) (*httpapi.Response[*Result], error) {
+func (h contextHandlers) retry(ctx context.Context, in *contextInput) (*httpapi.Response[*window.Result], error) {
 	req, err := decodeRequest(ctx, in)
 	if err != nil {
 		return nil, err
@@ -73,12 +71,12 @@ func (h handlers) retry(ctx context.Context, in *contextInput) (*httpapi.Respons
 	return httpapi.OK(w), nil
 }
 
-func decodeRequest(ctx context.Context, in *contextInput) (Request, error) {
+func decodeRequest(ctx context.Context, in *contextInput) (window.Request, error) {
 	if err := httpapi.Act(ctx, in.AgentID); err != nil {
-		return Request{}, err
+		return window.Request{}, err
 	}
 	b := in.Body
-	req := Request{AgentID: in.AgentID, ConversationID: in.ConversationID, SystemPrompt: b.SystemPrompt,
+	req := window.Request{AgentID: in.AgentID, ConversationID: in.ConversationID, SystemPrompt: b.SystemPrompt,
 		UserMessage: b.UserMessage, Model: b.Model, Recall: b.Recall}
 	if b.MaxInputTokens != nil {
 		// 0 means the default, as in MateClaw (and as when the field is absent); the schema

@@ -1,4 +1,4 @@
-package cronjob
+package rest
 
 import (
 	"context"
@@ -7,13 +7,14 @@ import (
 
 	"github.com/danielgtaylor/huma/v2"
 
+	"github.com/matememory/matememory/pkg/internal/cronjob"
 	"github.com/matememory/matememory/pkg/internal/httpapi"
 )
 
-// RegisterHTTP adds the cron job routes. An admin key (or an agent key for "*") sees every
-// job; a key scoped to some agents sees and manages only their jobs.
-func RegisterHTTP(s *httpapi.Server, svc *Service) {
-	h := handlers{svc: svc}
+// RegisterCronJobs adds the cron job routes. An admin key (or an agent key for "*") sees
+// every job; a key scoped to some agents sees and manages only their jobs.
+func RegisterCronJobs(s *httpapi.Server, svc *cronjob.Service) {
+	h := cronHandlers{svc: svc}
 	const base = "/api/v1/cron-jobs"
 	tags := []string{"Cron jobs"}
 	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: base, OperationID: "listCronJobs", Tags: tags,
@@ -34,12 +35,12 @@ func RegisterHTTP(s *httpapi.Server, svc *Service) {
 		Summary: "Delete a cron job", Errors: []int{404}}, h.delete)
 }
 
-type handlers struct {
-	svc *Service
+type cronHandlers struct {
+	svc *cronjob.Service
 }
 
-// scope is the set of agents the caller may see: nil means all.
-func scope(ctx context.Context) []int64 {
+// cronScope is the set of agents the caller may see: nil means all.
+func cronScope(ctx context.Context) []int64 {
 	p := httpapi.PrincipalFrom(ctx)
 	if p.Open || p.Admin || p.AllAgents {
 		return nil
@@ -54,16 +55,16 @@ func scope(ctx context.Context) []int64 {
 	return ids
 }
 
-// authorize lets operators (admin keys) manage every cron job, and agent keys their
+// cronAuthorize lets operators (admin keys) manage every cron job, and agent keys their
 // agents' jobs.
-func authorize(ctx context.Context, agentID int64) error {
+func cronAuthorize(ctx context.Context, agentID int64) error {
 	if httpapi.PrincipalFrom(ctx).Admin {
 		return nil
 	}
 	return httpapi.Act(ctx, agentID)
 }
 
-type listInput struct {
+type cronListInput struct {
 	AgentID  int64  `query:"agentId" minimum:"1" doc:"Only this agent's jobs."`
 	TaskType string `query:"taskType" enum:"text,emergence" doc:"Only jobs of this task type."`
 	Limit    int    `query:"limit" minimum:"1" doc:"At most this many jobs."`
@@ -72,14 +73,14 @@ type listInput struct {
 
 // JobList is a page of cron jobs.
 type JobList struct {
-	Count int   `json:"count"`
-	Jobs  []Job `json:"jobs"`
+	Count int           `json:"count"`
+	Jobs  []cronjob.Job `json:"jobs"`
 }
 
-func (h handlers) list(ctx context.Context, in *listInput) (*httpapi.Response[JobList], error) {
-	f := Filter{AgentIDs: scope(ctx), TaskType: in.TaskType, Limit: in.Limit, Offset: in.Offset}
+func (h cronHandlers) list(ctx context.Context, in *cronListInput) (*httpapi.Response[JobList], error) {
+	f := cronjob.Filter{AgentIDs: cronScope(ctx), TaskType: in.TaskType, Limit: in.Limit, Offset: in.Offset}
 	if in.AgentID > 0 {
-		if err := authorize(ctx, in.AgentID); err != nil {
+		if err := cronAuthorize(ctx, in.AgentID); err != nil {
 			return nil, err
 		}
 		f.AgentID = in.AgentID
@@ -92,8 +93,8 @@ func (h handlers) list(ctx context.Context, in *listInput) (*httpapi.Response[Jo
 }
 
 // The bodies of the three writes, one type each, so that the document says what each
-// requires: the schemas huma validates a body with are these types' (Input, the service's,
-// serves all three and so can require nothing).
+// requires: the schemas huma validates a body with are these types' (cronjob.Input, the
+// service's, serves all three and so can require nothing).
 
 // JobOptions are the fields every write of a cron job may leave out (embedded in the bodies;
 // exported so that huma documents its fields as the bodies' own).
@@ -105,42 +106,42 @@ type JobOptions struct {
 	Enabled        *bool   `json:"enabled,omitempty" doc:"Whether the job runs; true when absent (on create and replace)."`
 }
 
-// createBody is POST's body: the agent, the name and the schedule are required.
-type createBody struct {
+// cronCreateBody is POST's body: the agent, the name and the schedule are required.
+type cronCreateBody struct {
 	AgentID        int64  `json:"agentId" minimum:"1" example:"1" doc:"The agent the job runs for."`
 	Name           string `json:"name" minLength:"1" maxLength:"128" example:"Daily stand-up reminder" doc:"Unique per agent."`
 	CronExpression string `json:"cronExpression" minLength:"1" example:"0 9 * * 1-5" doc:"Five fields: minute hour day-of-month month day-of-week."`
 	JobOptions
 }
 
-// replaceBody is PUT's body: the whole job, so the name and the schedule are required.
-type replaceBody struct {
+// cronReplaceBody is PUT's body: the whole job, so the name and the schedule are required.
+type cronReplaceBody struct {
 	AgentID        *int64 `json:"agentId,omitempty" minimum:"1" doc:"The job's own agent, if sent: a job cannot move to another agent."`
 	Name           string `json:"name" minLength:"1" maxLength:"128" example:"Daily stand-up reminder"`
 	CronExpression string `json:"cronExpression" minLength:"1" example:"0 9 * * 1-5"`
 	JobOptions
 }
 
-// patchBody is PATCH's body: only the fields sent change.
-type patchBody struct {
+// cronPatchBody is PATCH's body: only the fields sent change.
+type cronPatchBody struct {
 	AgentID        *int64  `json:"agentId,omitempty" minimum:"1" doc:"The job's own agent, if sent: a job cannot move to another agent."`
 	Name           *string `json:"name,omitempty" minLength:"1" maxLength:"128"`
 	CronExpression *string `json:"cronExpression,omitempty" minLength:"1" example:"0 9 * * 1-5"`
 	JobOptions
 }
 
-func (o JobOptions) input(agentID *int64, name, cron *string) Input {
-	return Input{AgentID: agentID, Name: name, CronExpression: cron, Timezone: o.Timezone, TaskType: o.TaskType,
+func (o JobOptions) input(agentID *int64, name, cron *string) cronjob.Input {
+	return cronjob.Input{AgentID: agentID, Name: name, CronExpression: cron, Timezone: o.Timezone, TaskType: o.TaskType,
 		TriggerMessage: o.TriggerMessage, RequestBody: o.RequestBody, Enabled: o.Enabled}
 }
 
-type createInput struct {
-	Body createBody
+type cronCreateInput struct {
+	Body cronCreateBody
 }
 
-func (h handlers) create(ctx context.Context, in *createInput) (*httpapi.Response[Job], error) {
+func (h cronHandlers) create(ctx context.Context, in *cronCreateInput) (*httpapi.Response[cronjob.Job], error) {
 	b := in.Body
-	if err := authorize(ctx, b.AgentID); err != nil {
+	if err := cronAuthorize(ctx, b.AgentID); err != nil {
 		return nil, err
 	}
 	j, err := h.svc.Create(ctx, b.input(&b.AgentID, &b.Name, &b.CronExpression))
@@ -155,30 +156,30 @@ type JobPath struct {
 	ID int64 `path:"id" minimum:"1" doc:"The cron job's id."`
 }
 
-type replaceInput struct {
+type cronReplaceInput struct {
 	JobPath
-	Body replaceBody
+	Body cronReplaceBody
 }
 
-type patchInput struct {
+type cronPatchInput struct {
 	JobPath
-	Body patchBody
+	Body cronPatchBody
 }
 
 // job reads the {id} job and checks the caller may act for its agent; a job of another
 // agent is reported as not found, so ids do not reveal other tenants' jobs.
-func (h handlers) job(ctx context.Context, id int64) (Job, error) {
+func (h cronHandlers) job(ctx context.Context, id int64) (cronjob.Job, error) {
 	j, err := h.svc.Get(ctx, id)
 	if err != nil {
-		return Job{}, err
+		return cronjob.Job{}, err
 	}
 	if p := httpapi.PrincipalFrom(ctx); !p.Admin && !p.MayAct(j.AgentID) {
-		return Job{}, &notFoundError{id: id}
+		return cronjob.Job{}, cronjob.NotFound(id)
 	}
 	return j, nil
 }
 
-func (h handlers) get(ctx context.Context, in *JobPath) (*httpapi.Response[Job], error) {
+func (h cronHandlers) get(ctx context.Context, in *JobPath) (*httpapi.Response[cronjob.Job], error) {
 	j, err := h.job(ctx, in.ID)
 	if err != nil {
 		return nil, err
@@ -186,22 +187,22 @@ func (h handlers) get(ctx context.Context, in *JobPath) (*httpapi.Response[Job],
 	return httpapi.OK(j), nil
 }
 
-func (h handlers) replace(ctx context.Context, in *replaceInput) (*httpapi.Response[Job], error) {
+func (h cronHandlers) replace(ctx context.Context, in *cronReplaceInput) (*httpapi.Response[cronjob.Job], error) {
 	b := in.Body
 	return h.update(ctx, in.ID, b.input(b.AgentID, &b.Name, &b.CronExpression), true)
 }
 
-func (h handlers) patch(ctx context.Context, in *patchInput) (*httpapi.Response[Job], error) {
+func (h cronHandlers) patch(ctx context.Context, in *cronPatchInput) (*httpapi.Response[cronjob.Job], error) {
 	b := in.Body
 	return h.update(ctx, in.ID, b.input(b.AgentID, b.Name, b.CronExpression), false)
 }
 
-func (h handlers) update(ctx context.Context, id int64, body Input, replace bool) (*httpapi.Response[Job], error) {
+func (h cronHandlers) update(ctx context.Context, id int64, body cronjob.Input, replace bool) (*httpapi.Response[cronjob.Job], error) {
 	j, err := h.job(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	var out Job
+	var out cronjob.Job
 	if replace {
 		out, err = h.svc.Replace(ctx, j.ID, body)
 	} else {
@@ -219,7 +220,7 @@ type JobDeleted struct {
 	Deleted bool  `json:"deleted"`
 }
 
-func (h handlers) delete(ctx context.Context, in *JobPath) (*httpapi.Response[JobDeleted], error) {
+func (h cronHandlers) delete(ctx context.Context, in *JobPath) (*httpapi.Response[JobDeleted], error) {
 	j, err := h.job(ctx, in.ID)
 	if err != nil {
 		return nil, err
