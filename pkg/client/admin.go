@@ -2,30 +2,15 @@ package client
 
 import (
 	"context"
-	"encoding/json"
+	"github.com/matememory/matememory/pkg/api"
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 )
 
 // CronJob is a scheduled task of an agent: a Memory Consolidation ("emergence") or a message
 // sent to the agent ("text").
-type CronJob struct {
-	ID             int64      `json:"id"`
-	AgentID        int64      `json:"agentId"`
-	Name           string     `json:"name"`
-	CronExpression string     `json:"cronExpression"`
-	Timezone       string     `json:"timezone"`
-	TaskType       string     `json:"taskType"`
-	TriggerMessage string     `json:"triggerMessage"`
-	RequestBody    string     `json:"requestBody"`
-	Enabled        bool       `json:"enabled"`
-	NextRunTime    *time.Time `json:"nextRunTime"`
-	LastRunTime    *time.Time `json:"lastRunTime"`
-	CreateTime     time.Time  `json:"createTime"`
-	UpdateTime     time.Time  `json:"updateTime"`
-}
+type CronJob = api.CronJob
 
 // CronJobInput creates or changes a cron job; nil fields take their defaults (create,
 // replace) or stay as they are (UpdateCronJob).
@@ -102,21 +87,9 @@ func (c *Client) DeleteCronJob(ctx context.Context, id int64) error {
 	return err
 }
 
-// DeadLetter is a message the workers gave up on (admin keys only).
-type DeadLetter struct {
-	// Seq is the dead letter's sequence in MATE_DLQ: what RetryDeadLetter takes and what
-	// DeadLetterFilter.After pages with.
-	Seq        uint64          `json:"seq"`
-	Subject    string          `json:"subject"`
-	Reason     string          `json:"reason"`
-	Stream     string          `json:"stream,omitempty"`
-	StreamSeq  uint64          `json:"streamSeq,omitempty"`
-	Consumer   string          `json:"consumer,omitempty"`
-	Deliveries uint64          `json:"deliveries,omitempty"`
-	MsgID      string          `json:"msgId,omitempty"`
-	Time       time.Time       `json:"time"`
-	Payload    json.RawMessage `json:"payload"`
-}
+// DeadLetter is a message the workers gave up on (admin keys only). Its Seq is what
+// RetryDeadLetter takes and what DeadLetterFilter.After pages with.
+type DeadLetter = api.DeadLetter
 
 // DeadLetterFilter pages dead letters: After is the last Seq of the previous page.
 type DeadLetterFilter struct {
@@ -146,12 +119,7 @@ func (c *Client) DeadLetters(ctx context.Context, f DeadLetterFilter) ([]DeadLet
 }
 
 // RetriedLetter is where a retried dead letter was published again.
-type RetriedLetter struct {
-	Subject   string `json:"subject"`
-	Stream    string `json:"stream"`
-	Seq       uint64 `json:"seq"`
-	Duplicate bool   `json:"duplicate"`
-}
+type RetriedLetter = api.RetriedLetter
 
 // RetryDeadLetter publishes dead letter seq again on its original subject (admin key);
 // retrying one already retried is ErrNotFound.
@@ -165,14 +133,7 @@ func (c *Client) RetryDeadLetter(ctx context.Context, seq uint64) (*RetriedLette
 }
 
 // OverBudget is a core file over its token budget.
-type OverBudget struct {
-	AgentID      int64     `json:"agentId"`
-	Filename     string    `json:"filename"`
-	Tokens       int       `json:"tokens"`
-	BudgetTokens int       `json:"budgetTokens"`
-	Version      int64     `json:"version"`
-	UpdateTime   time.Time `json:"updateTime"`
-}
+type OverBudget = api.OverBudget
 
 // ListOverBudget lists the core files over their budgets, by agent id then file (admin
 // key), at most limit (0: the server's default).

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"github.com/matememory/matememory/pkg/api"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -17,51 +18,16 @@ const (
 )
 
 // File is a workspace memory file.
-type File struct {
-	AgentID    int64     `json:"agentId"`
-	Filename   string    `json:"filename"`
-	Content    string    `json:"content"`
-	FileSize   int64     `json:"fileSize"`
-	Enabled    bool      `json:"enabled"`
-	SortOrder  int       `json:"sortOrder"`
-	Version    int64     `json:"version"`
-	CreateTime time.Time `json:"createTime"`
-	UpdateTime time.Time `json:"updateTime"`
-	// Tokens and BudgetTokens are set for a budgeted core file (MEMORY.md, PROFILE.md).
-	Tokens       *int `json:"tokens,omitempty"`
-	BudgetTokens *int `json:"budgetTokens,omitempty"`
-}
+type File = api.File
 
 // FileInfo is a file in a listing (no content).
-type FileInfo struct {
-	Filename   string    `json:"filename"`
-	Enabled    bool      `json:"enabled"`
-	FileSize   int64     `json:"fileSize"`
-	SortOrder  int       `json:"sortOrder"`
-	Version    int64     `json:"version"`
-	UpdateTime time.Time `json:"updateTime"`
-	// Tokens and BudgetTokens are set for a budgeted core file, as in File.
-	Tokens       *int `json:"tokens,omitempty"`
-	BudgetTokens *int `json:"budgetTokens,omitempty"`
-}
+type FileInfo = api.FileInfo
 
 // HistoryEntry is a previous version of a file and who replaced it.
-type HistoryEntry struct {
-	Version    int64     `json:"version"`
-	Content    string    `json:"content"`
-	FileSize   int64     `json:"fileSize"`
-	Enabled    bool      `json:"enabled"`
-	Action     string    `json:"action"`
-	Actor      string    `json:"actor"`
-	Ref        string    `json:"ref"`
-	ReplacedAt time.Time `json:"replacedAt"`
-}
+type HistoryEntry = api.HistoryEntry
 
 // WriteResult is the file after WriteFile and whether the write created it.
-type WriteResult struct {
-	File
-	Created bool `json:"created"`
-}
+type WriteResult = api.WriteResult
 
 // FilePatch changes whether a file is injected into the system prompt and its order; nil
 // fields stay as they are.
@@ -71,21 +37,10 @@ type FilePatch struct {
 }
 
 // Agent is an agent's settings.
-type Agent struct {
-	AgentID    int64     `json:"agentId"`
-	Language   string    `json:"language"`
-	Timezone   string    `json:"timezone"`
-	CreateTime time.Time `json:"createTime"`
-	Budgets    Budgets   `json:"budgets"`
-}
+type Agent = api.Agent
 
 // Budgets are an agent's token budgets of its core files and whether each is its own.
-type Budgets struct {
-	MemoryTokens      int  `json:"memoryTokens"`
-	ProfileTokens     int  `json:"profileTokens"`
-	MemoryOverridden  bool `json:"memoryOverridden"`
-	ProfileOverridden bool `json:"profileOverridden"`
-}
+type Budgets = api.Budgets
 
 // SetAgentBudgets overrides an agent's core file budgets: nil leaves one as it is, 0 returns
 // it to the server's default.

@@ -2,10 +2,10 @@ package client
 
 import (
 	"context"
+	"github.com/matememory/matememory/pkg/api"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/matememory/matememory/pkg/event"
@@ -25,24 +25,24 @@ func (c *Client) PublishCompletion(ctx context.Context, e *event.ConversationCom
 	return &ack, nil
 }
 
-// Outcome statuses of a manual summarize or emergence.
+// Outcome statuses of a manual summarize or emergence (api's RunStatus values).
 const (
-	StatusCompleted RunStatus = "completed"
-	StatusSkipped   RunStatus = "skipped"
+	StatusCompleted = api.StatusCompleted
+	StatusSkipped   = api.StatusSkipped
 	// StatusRefused: the model's rewrite was refused by the guard (summarize only; emergence
 	// reports it as skipped with a "refused: " reason).
-	StatusRefused RunStatus = "refused"
+	StatusRefused = api.StatusRefused
 	// StatusPending: no outcome within the server's wait; the request stays queued and its
 	// outcome will be in Runs under RequestID.
-	StatusPending RunStatus = "pending"
+	StatusPending = api.StatusPending
 	// StatusFailed: the attempt failed; it is retried unless Run.Final says otherwise.
-	StatusFailed RunStatus = "failed"
+	StatusFailed = api.StatusFailed
 	// StatusDeferred: the agent was in its cooldown or its lease was held; redelivered later.
-	StatusDeferred RunStatus = "deferred"
+	StatusDeferred = api.StatusDeferred
 )
 
 // RunStatus is the status of a run or of a manual request's outcome.
-type RunStatus string
+type RunStatus = api.RunStatus
 
 // RunOutcome is what a manual summarize or emergence really did. A failure is an *APIError
 // with status 500 and the spec's message (记忆提取失败: … / 记忆整合失败: …).
@@ -96,24 +96,9 @@ func (c *Client) Emergence(ctx context.Context, agentID int64) (*RunOutcome, err
 	return &out, nil
 }
 
-// Run is one summarize or emergence attempt from the run ledger.
-type Run struct {
-	RunID         string    `json:"runId"`
-	Kind          string    `json:"kind"`
-	AgentID       int64     `json:"agentId"`
-	EventID       string    `json:"eventId,omitempty"`
-	Conversations []string  `json:"conversations"`
-	Status        RunStatus `json:"status"`
-	Reason        string    `json:"reason,omitempty"`
-	Model         string    `json:"model,omitempty"`
-	Provider      string    `json:"provider,omitempty"`
-	TokensIn      int       `json:"tokensIn"`
-	TokensOut     int       `json:"tokensOut"`
-	LatencyMs     int64     `json:"latencyMs"`
-	FilesChanged  []string  `json:"filesChanged"`
-	Attempt       int       `json:"attempt"`
-	CreateTime    time.Time `json:"createTime"`
-}
+// Run is one summarize or emergence attempt from the run ledger; Run.Final says whether
+// more attempts follow.
+type Run = api.Run
 
 // RunFilter narrows Runs; zero fields do not filter.
 type RunFilter struct {
@@ -123,19 +108,6 @@ type RunFilter struct {
 	EventID string
 	// Limit caps the count (the server's default when 0; at most 1000).
 	Limit int
-}
-
-// Final reports whether nothing more will happen for the run's event: it completed, was
-// skipped or refused, or failed for good (dead-lettered). A failed or deferred run that is
-// not final is followed by another attempt.
-func (r Run) Final() bool {
-	switch r.Status {
-	case StatusCompleted, StatusSkipped, StatusRefused:
-		return true
-	case StatusFailed:
-		return strings.Contains(r.Reason, "dead-lettered")
-	}
-	return false
 }
 
 // Runs lists the agent's summarize and emergence runs, newest first.

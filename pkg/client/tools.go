@@ -4,23 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/matememory/matememory/pkg/api"
 	"net/http"
 	"net/url"
 )
 
 // ToolDefinition is an OpenAI function-calling tool definition, ready to pass to a model.
-type ToolDefinition struct {
-	Type     string       `json:"type"`
-	Function ToolFunction `json:"function"`
-}
+type ToolDefinition = api.ToolDefinition
 
 // ToolFunction is the function part of a ToolDefinition. Parameters is a JSON Schema; it
 // has no agent id: the agent is bound by the URL CallTool posts to.
-type ToolFunction struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Parameters  json.RawMessage `json:"parameters"`
-}
+type ToolFunction = api.ToolFunction
 
 // Tools returns the four workspace memory tools described in language ("zh", "en", or ""
 // for the server's default).

@@ -81,7 +81,6 @@ func WithTracing(tp trace.TracerProvider, prop propagation.TextMapPropagator) Op
 
 // New builds a server. reg receives the HTTP metrics and is served at /metrics.
 func New(auth *Authenticator, reg *prometheus.Registry, log *slog.Logger, opts ...Option) *Server {
-	installErrorModel()
 	s := &Server{mux: http.NewServeMux(), auth: auth, log: log, reg: reg, dispatch: map[string]*dispatch{}, protocolErrors: map[string]ProtocolErrors{}}
 	for _, o := range opts {
 		o(s)

@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -171,6 +170,14 @@ type docAPI struct{ huma.API }
 
 func (d docAPI) DocumentOperation(op *huma.Operation) {
 	delete(op.Responses, "422")
+	for _, r := range op.Responses {
+		// Errors are documented as huma's error model, whose schema is the envelope's
+		// (newAPI) and whose content type is answered as JSON (serverDeadlines).
+		if mt, ok := r.Content[problemJSON]; ok {
+			delete(r.Content, problemJSON)
+			r.Content["application/json"] = mt
+		}
+	}
 	if docs, _ := op.Metadata[MetaParamDoc].(map[string]func(*huma.Schema)); docs != nil {
 		for i, p := range op.Parameters {
 			if f := docs[p.Name]; f != nil && p.Schema != nil {
@@ -196,6 +203,8 @@ func (d docAPI) DocumentOperation(op *huma.Operation) {
 }
 
 func newAPI(s *Server) huma.API {
+	registry := huma.NewMapRegistry("#/components/schemas/", schemaName)
+	registry.RegisterTypeAlias(reflect.TypeFor[huma.ErrorModel](), reflect.TypeFor[ErrorEnvelope]())
 	cfg := huma.Config{
 		OpenAPI: &huma.OpenAPI{
 			OpenAPI: "3.1.0",
@@ -205,7 +214,7 @@ func newAPI(s *Server) huma.API {
 					"Generated from the handlers' Go types; see docs/api.md in the repository."},
 			Servers: []*huma.Server{{URL: "http://127.0.0.1:8080", Description: "The all-in-one service on its default address (make run)"}},
 			Components: &huma.Components{
-				Schemas: huma.NewMapRegistry("#/components/schemas/", schemaName),
+				Schemas: registry,
 				SecuritySchemes: map[string]*huma.SecurityScheme{"bearer": {Type: "http", Scheme: "bearer",
 					Description: "An API key from mate.auth.keys (MATE_AUTH_KEYS), scoped to agents or admin. Without configured keys (loopback development mode) none is needed."}},
 			},
@@ -214,6 +223,7 @@ func newAPI(s *Server) huma.API {
 		},
 		Formats:       map[string]huma.Format{"application/json": jsonFormat, "json": jsonFormat},
 		DefaultFormat: "application/json",
+		Transformers:  []huma.Transformer{envelopeErrors},
 	}
 	return docAPI{huma.NewAPI(cfg, adapter{s})}
 }
@@ -247,7 +257,7 @@ func schemaName(t reflect.Type, hint string) string {
 			continue
 		}
 		switch pkg {
-		case "", "httpapi", "rest", "time", "json":
+		case "", "httpapi", "rest", "api", "time", "json":
 			pkg = ""
 		}
 		b.WriteString(upperFirst(pkg))
@@ -274,7 +284,15 @@ var documentedNames = map[string]string{
 	"rest.contextBody":     "WindowContextBody",
 	"rest.SummarizeResult": "SummarizerSummarizeResult",
 	"rest.RunList":         "SummarizerRunList",
-	"rest.DeadLetter":      "SummarizerDeadLetter",
+	"api.File":             "WorkspaceFile",
+	"api.FileInfo":         "WorkspaceInfo",
+	"api.HistoryEntry":     "WorkspaceHistoryEntry",
+	"api.Budgets":          "WorkspaceAgentBudgets",
+	"api.OverBudget":       "WorkspaceOverBudget",
+	"api.CronJob":          "CronjobJob",
+	"api.DeadLetter":       "SummarizerDeadLetter",
+	"api.RetriedLetter":    "BusRetried",
+	"api.Run":              "LedgerRun",
 	"rest.DeadLetters":     "SummarizerDeadLetters",
 }
 
@@ -412,6 +430,26 @@ type humaContext = huma.Context
 
 func (serverDeadlines) SetReadDeadline(time.Time) error { return nil }
 
+// SetStatus answers huma's 422 (a body that breaks its schema) as the 400 clients handle.
+func (c serverDeadlines) SetStatus(code int) {
+	if code == http.StatusUnprocessableEntity {
+		code = http.StatusBadRequest
+	}
+	c.humaContext.SetStatus(code)
+}
+
+// SetHeader writes huma's error model, which asks for application/problem+json, as the
+// envelope's JSON (envelopeErrors).
+func (c serverDeadlines) SetHeader(name, value string) {
+	if strings.EqualFold(name, "Content-Type") && value == problemJSON {
+		value = "application/json"
+	}
+	c.humaContext.SetHeader(name, value)
+}
+
+// problemJSON is the content type huma's ErrorModel asks for.
+const problemJSON = "application/problem+json"
+
 // Unwrap gives humago.Unwrap the request and writer.
 func (c serverDeadlines) Unwrap() huma.Context { return c.humaContext }
 
@@ -521,24 +559,26 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the connection.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// huma builds its own errors (a parameter that is not an integer, a body it cannot read)
-// through huma.NewError; installing newError makes them envelopes with clear messages.
-// huma offers no per-API hook, so the same function is installed once for the process.
-var installErrors sync.Once
+// huma builds its own errors (a parameter that is not an integer, a body it cannot read) as
+// its ErrorModel, through the process-wide huma.NewError. This API leaves that function
+// alone (other huma APIs in the process keep theirs) and rewrites the model where it is
+// written instead: envelopeErrors turns it into the envelope with a clear message,
+// serverDeadlines answers its 422 as 400 and its problem+json as JSON, and the schema
+// registry documents it as the ErrorEnvelope (newAPI).
 
-func installErrorModel() {
-	installErrors.Do(func() {
-		huma.NewError = func(status int, msg string, errs ...error) huma.StatusError {
-			return newError(nil, status, msg, errs...)
+// envelopeErrors is the API's transformer: huma's ErrorModel becomes the envelope.
+func envelopeErrors(ctx huma.Context, _ string, v any) (any, error) {
+	m, ok := v.(*huma.ErrorModel)
+	if !ok {
+		return v, nil
+	}
+	errs := make([]error, 0, len(m.Errors))
+	for _, d := range m.Errors {
+		if d != nil {
+			errs = append(errs, d)
 		}
-		huma.NewErrorWithContext = func(ctx huma.Context, status int, msg string, errs ...error) huma.StatusError {
-			var op *huma.Operation
-			if ctx != nil {
-				op = ctx.Operation()
-			}
-			return newError(op, status, msg, errs...)
-		}
-	})
+	}
+	return newError(ctx.Operation(), m.Status, m.Detail, errs...), nil
 }
 
 func newError(op *huma.Operation, status int, msg string, errs ...error) huma.StatusError {
@@ -551,8 +591,12 @@ func newError(op *huma.Operation, status int, msg string, errs ...error) huma.St
 			continue
 		}
 		var d *huma.ErrorDetail
-		if errors.As(err, &d) {
+		if errors.As(err, &d) && d.Location != "" {
 			parts = append(parts, detailMessage(op, d))
+			continue
+		}
+		if d != nil {
+			parts = append(parts, d.Message) // an error huma carried as a bare detail
 			continue
 		}
 		parts = append(parts, err.Error())

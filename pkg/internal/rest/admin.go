@@ -1,10 +1,12 @@
 package rest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/matememory/matememory/pkg/api"
 	"github.com/matememory/matememory/pkg/internal/bus"
 	"github.com/matememory/matememory/pkg/internal/httpapi"
 	"github.com/matememory/matememory/pkg/internal/tracing"
@@ -36,17 +38,10 @@ type deadLetterHandlers struct {
 	tracing tracing.Messaging
 }
 
-// DeadLetter is a dead letter as the API shows it: the payload is its JSON, or its text
-// when it is not JSON.
-type DeadLetter struct {
-	bus.DeadLetterEntry
-	Payload any `json:"payload"`
-}
-
 // DeadLetters is a page of dead letters.
 type DeadLetters struct {
-	Count       int          `json:"count"`
-	DeadLetters []DeadLetter `json:"deadLetters"`
+	Count       int              `json:"count"`
+	DeadLetters []api.DeadLetter `json:"deadLetters"`
 }
 
 type dlqInput struct {
@@ -71,12 +66,14 @@ func (h deadLetterHandlers) listDLQ(ctx context.Context, in *dlqInput) (*httpapi
 	if err != nil {
 		return nil, &httpapi.Error{Status: http.StatusServiceUnavailable, Msg: "read dead letters: " + err.Error(), Err: err}
 	}
-	out := make([]DeadLetter, len(list))
+	out := make([]api.DeadLetter, len(list))
 	for i, e := range list {
-		out[i] = DeadLetter{DeadLetterEntry: e, Payload: string(e.Data)}
-		if json.Valid(e.Data) {
-			out[i].Payload = json.RawMessage(e.Data)
+		payload := json.RawMessage(e.Data)
+		if !json.Valid(e.Data) {
+			payload = textJSON(string(e.Data))
 		}
+		out[i] = api.DeadLetter{Payload: payload, DeadLetterInfo: api.DeadLetterInfo{Seq: e.Seq, Subject: e.Subject, Reason: e.Reason,
+			Stream: e.Stream, StreamSeq: e.StreamSeq, Consumer: e.Consumer, Deliveries: e.Deliveries, MsgID: e.MsgID, Time: e.Time}}
 	}
 	return httpapi.OK(DeadLetters{Count: len(out), DeadLetters: out}), nil
 }
@@ -85,7 +82,7 @@ type retryInput struct {
 	Seq int64 `path:"seq" minimum:"1" doc:"The dead letter's sequence number in the dead-letter stream."`
 }
 
-func (h deadLetterHandlers) retryDLQ(ctx context.Context, in *retryInput) (*httpapi.Response[bus.Retried], error) {
+func (h deadLetterHandlers) retryDLQ(ctx context.Context, in *retryInput) (*httpapi.Response[api.RetriedLetter], error) {
 	if err := httpapi.Admin(ctx); err != nil {
 		return nil, err
 	}
@@ -96,7 +93,7 @@ func (h deadLetterHandlers) retryDLQ(ctx context.Context, in *retryInput) (*http
 	if err != nil {
 		return nil, &httpapi.Error{Status: http.StatusServiceUnavailable, Msg: err.Error(), Err: err}
 	}
-	return httpapi.Answer(http.StatusAccepted, res), nil
+	return httpapi.Answer(http.StatusAccepted, apiRetried(res)), nil
 }
 
 type overBudgetInput struct {
@@ -105,8 +102,8 @@ type overBudgetInput struct {
 
 // OverBudgetList is the core files over their budgets.
 type OverBudgetList struct {
-	Count int                    `json:"count"`
-	Files []workspace.OverBudget `json:"files"`
+	Count int              `json:"count"`
+	Files []api.OverBudget `json:"files"`
 }
 
 func (h wsHandlers) overBudget(ctx context.Context, in *overBudgetInput) (*httpapi.Response[OverBudgetList], error) {
@@ -117,5 +114,14 @@ func (h wsHandlers) overBudget(ctx context.Context, in *overBudgetInput) (*httpa
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.OK(OverBudgetList{Count: len(files), Files: files}), nil
+	return httpapi.OK(OverBudgetList{Count: len(files), Files: each(files, func(o workspace.OverBudget) api.OverBudget { return api.OverBudget(o) })}), nil
+}
+
+// textJSON is s as a JSON string, written as the API writes strings (no HTML escaping).
+func textJSON(s string) json.RawMessage {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s) // a string always encodes
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }

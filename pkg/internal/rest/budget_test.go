@@ -2,6 +2,7 @@ package rest_test
 
 import (
 	"encoding/json"
+	"github.com/matememory/matememory/pkg/api"
 	"strings"
 	"testing"
 
@@ -42,7 +43,7 @@ func TestBudgets(t *testing.T) {
 		}
 
 		// An override for agent 1 only.
-		var a rest.Agent
+		var a api.Agent
 		r := s.req(t, "PATCH", "/api/v1/agents/1", `{"memoryBudgetTokens":50}`, k1...)
 		expect(t, r, 200, "")
 		r.into(t, &a)

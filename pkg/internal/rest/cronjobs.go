@@ -2,6 +2,7 @@ package rest
 
 import (
 	"context"
+	"github.com/matememory/matememory/pkg/api"
 	"net/http"
 	"sort"
 
@@ -74,7 +75,7 @@ type cronListInput struct {
 // JobList is a page of cron jobs.
 type JobList struct {
 	Count int           `json:"count"`
-	Jobs  []cronjob.Job `json:"jobs"`
+	Jobs  []api.CronJob `json:"jobs"`
 }
 
 func (h cronHandlers) list(ctx context.Context, in *cronListInput) (*httpapi.Response[JobList], error) {
@@ -89,7 +90,7 @@ func (h cronHandlers) list(ctx context.Context, in *cronListInput) (*httpapi.Res
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.OK(JobList{Count: len(jobs), Jobs: jobs}), nil
+	return httpapi.OK(JobList{Count: len(jobs), Jobs: each(jobs, func(j cronjob.Job) api.CronJob { return api.CronJob(j) })}), nil
 }
 
 // The bodies of the three writes, one type each, so that the document says what each
@@ -139,7 +140,7 @@ type cronCreateInput struct {
 	Body cronCreateBody
 }
 
-func (h cronHandlers) create(ctx context.Context, in *cronCreateInput) (*httpapi.Response[cronjob.Job], error) {
+func (h cronHandlers) create(ctx context.Context, in *cronCreateInput) (*httpapi.Response[api.CronJob], error) {
 	b := in.Body
 	if err := cronAuthorize(ctx, b.AgentID); err != nil {
 		return nil, err
@@ -148,7 +149,7 @@ func (h cronHandlers) create(ctx context.Context, in *cronCreateInput) (*httpapi
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.Answer(http.StatusCreated, j), nil
+	return httpapi.Answer(http.StatusCreated, api.CronJob(j)), nil
 }
 
 // JobPath is the {id} path parameter of a cron job operation.
@@ -179,25 +180,25 @@ func (h cronHandlers) job(ctx context.Context, id int64) (cronjob.Job, error) {
 	return j, nil
 }
 
-func (h cronHandlers) get(ctx context.Context, in *JobPath) (*httpapi.Response[cronjob.Job], error) {
+func (h cronHandlers) get(ctx context.Context, in *JobPath) (*httpapi.Response[api.CronJob], error) {
 	j, err := h.job(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.OK(j), nil
+	return httpapi.OK(api.CronJob(j)), nil
 }
 
-func (h cronHandlers) replace(ctx context.Context, in *cronReplaceInput) (*httpapi.Response[cronjob.Job], error) {
+func (h cronHandlers) replace(ctx context.Context, in *cronReplaceInput) (*httpapi.Response[api.CronJob], error) {
 	b := in.Body
 	return h.update(ctx, in.ID, b.input(b.AgentID, &b.Name, &b.CronExpression), true)
 }
 
-func (h cronHandlers) patch(ctx context.Context, in *cronPatchInput) (*httpapi.Response[cronjob.Job], error) {
+func (h cronHandlers) patch(ctx context.Context, in *cronPatchInput) (*httpapi.Response[api.CronJob], error) {
 	b := in.Body
 	return h.update(ctx, in.ID, b.input(b.AgentID, b.Name, b.CronExpression), false)
 }
 
-func (h cronHandlers) update(ctx context.Context, id int64, body cronjob.Input, replace bool) (*httpapi.Response[cronjob.Job], error) {
+func (h cronHandlers) update(ctx context.Context, id int64, body cronjob.Input, replace bool) (*httpapi.Response[api.CronJob], error) {
 	j, err := h.job(ctx, id)
 	if err != nil {
 		return nil, err
@@ -211,7 +212,7 @@ func (h cronHandlers) update(ctx context.Context, id int64, body cronjob.Input, 
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.OK(out), nil
+	return httpapi.OK(api.CronJob(out)), nil
 }
 
 // JobDeleted answers a delete.

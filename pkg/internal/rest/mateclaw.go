@@ -2,6 +2,7 @@ package rest
 
 import (
 	"context"
+	"github.com/matememory/matememory/pkg/api"
 	"net/http"
 	"time"
 
@@ -73,12 +74,12 @@ func (h wsHandlers) mcList(ctx context.Context, in *httpapi.AgentPath) (*httpapi
 	return httpapi.OK(out), nil
 }
 
-func (h wsHandlers) mcPut(ctx context.Context, in *putInput) (*httpapi.Versioned[workspace.File], error) {
+func (h wsHandlers) mcPut(ctx context.Context, in *putInput) (*httpapi.Versioned[api.File], error) {
 	f, _, err := h.write(ctx, in)
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.AnswerVersion(http.StatusOK, f.Version, f), nil
+	return httpapi.AnswerVersion(http.StatusOK, f.Version, apiFile(f)), nil
 }
 
 func (h wsHandlers) mcDelete(ctx context.Context, in *WriteParams) (*httpapi.Response[any], error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/danielgtaylor/huma/v2"
+	"github.com/matememory/matememory/pkg/api"
 	"github.com/matememory/matememory/pkg/event"
 	"github.com/matememory/matememory/pkg/internal/bus"
 	"github.com/matememory/matememory/pkg/internal/emergence"
@@ -142,9 +143,9 @@ type runsInput struct {
 
 // RunList is an agent's runs, newest first.
 type RunList struct {
-	AgentID int64        `json:"agentId"`
-	Count   int          `json:"count"`
-	Runs    []ledger.Run `json:"runs"`
+	AgentID int64     `json:"agentId"`
+	Count   int       `json:"count"`
+	Runs    []api.Run `json:"runs"`
 }
 
 func (h pipelineHandlers) runs(ctx context.Context, in *runsInput) (*httpapi.Response[RunList], error) {
@@ -155,7 +156,7 @@ func (h pipelineHandlers) runs(ctx context.Context, in *runsInput) (*httpapi.Res
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.OK(RunList{AgentID: in.AgentID, Count: len(runs), Runs: runs}), nil
+	return httpapi.OK(RunList{AgentID: in.AgentID, Count: len(runs), Runs: each(runs, apiRun)}), nil
 }
 
 func (h pipelineHandlers) pending(ctx context.Context, in *httpapi.AgentPath) (*httpapi.Response[summarizer.Pending], error) {

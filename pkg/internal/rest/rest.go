@@ -5,9 +5,9 @@ package rest
 import (
 	"context"
 	"errors"
+	"github.com/matememory/matememory/pkg/api"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/danielgtaylor/huma/v2"
 
@@ -135,9 +135,9 @@ type listInput struct {
 
 // FileList is an agent's files without content.
 type FileList struct {
-	AgentID int64            `json:"agentId"`
-	Count   int              `json:"count"`
-	Files   []workspace.Info `json:"files"`
+	AgentID int64          `json:"agentId"`
+	Count   int            `json:"count"`
+	Files   []api.FileInfo `json:"files"`
 }
 
 func (h wsHandlers) list(ctx context.Context, in *listInput) (*httpapi.Response[FileList], error) {
@@ -148,10 +148,10 @@ func (h wsHandlers) list(ctx context.Context, in *listInput) (*httpapi.Response[
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.OK(FileList{AgentID: in.AgentID, Count: len(files), Files: files}), nil
+	return httpapi.OK(FileList{AgentID: in.AgentID, Count: len(files), Files: each(files, func(i workspace.Info) api.FileInfo { return api.FileInfo(i) })}), nil
 }
 
-func (h wsHandlers) get(ctx context.Context, in *FileParams) (*httpapi.Versioned[workspace.File], error) {
+func (h wsHandlers) get(ctx context.Context, in *FileParams) (*httpapi.Versioned[api.File], error) {
 	if err := in.ctxCheck(ctx, http.MethodGet); err != nil {
 		return nil, err
 	}
@@ -159,15 +159,15 @@ func (h wsHandlers) get(ctx context.Context, in *FileParams) (*httpapi.Versioned
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.AnswerVersion(http.StatusOK, f.Version, f), nil
+	return httpapi.AnswerVersion(http.StatusOK, f.Version, apiFile(f)), nil
 }
 
 // FileHistory is a file's previous versions, newest first.
 type FileHistory struct {
-	AgentID  int64                    `json:"agentId"`
-	Filename string                   `json:"filename"`
-	Count    int                      `json:"count"`
-	History  []workspace.HistoryEntry `json:"history"`
+	AgentID  int64              `json:"agentId"`
+	Filename string             `json:"filename"`
+	Count    int                `json:"count"`
+	History  []api.HistoryEntry `json:"history"`
 }
 
 func (h wsHandlers) history(ctx context.Context, in *FileParams) (*httpapi.Response[FileHistory], error) {
@@ -178,7 +178,7 @@ func (h wsHandlers) history(ctx context.Context, in *FileParams) (*httpapi.Respo
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.OK(FileHistory{AgentID: in.AgentID, Filename: in.Filename, Count: len(entries), History: entries}), nil
+	return httpapi.OK(FileHistory{AgentID: in.AgentID, Filename: in.Filename, Count: len(entries), History: each(entries, func(e workspace.HistoryEntry) api.HistoryEntry { return api.HistoryEntry(e) })}), nil
 }
 
 type putBody struct {
@@ -191,13 +191,7 @@ type putInput struct {
 	Body        putBody
 }
 
-// WriteResult is the file written and whether the write created it.
-type WriteResult struct {
-	workspace.File
-	Created bool `json:"created"`
-}
-
-func (h wsHandlers) put(ctx context.Context, in *putInput) (*httpapi.Versioned[WriteResult], error) {
+func (h wsHandlers) put(ctx context.Context, in *putInput) (*httpapi.Versioned[api.WriteResult], error) {
 	f, created, err := h.write(ctx, in)
 	if err != nil {
 		return nil, err
@@ -206,7 +200,7 @@ func (h wsHandlers) put(ctx context.Context, in *putInput) (*httpapi.Versioned[W
 	if created {
 		status = http.StatusCreated
 	}
-	return httpapi.AnswerVersion(status, f.Version, WriteResult{File: f, Created: created}), nil
+	return httpapi.AnswerVersion(status, f.Version, api.WriteResult{File: apiFile(f), Created: created}), nil
 }
 
 // write is the body of PUT on a file (native and MateClaw routes): the target and its
@@ -245,7 +239,7 @@ type patchInput struct {
 	Body patchBody
 }
 
-func (h wsHandlers) patch(ctx context.Context, in *patchInput) (*httpapi.Versioned[workspace.File], error) {
+func (h wsHandlers) patch(ctx context.Context, in *patchInput) (*httpapi.Versioned[api.File], error) {
 	if err := in.ctxCheck(ctx, http.MethodPatch); err != nil {
 		return nil, err
 	}
@@ -260,7 +254,7 @@ func (h wsHandlers) patch(ctx context.Context, in *patchInput) (*httpapi.Version
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.AnswerVersion(http.StatusOK, f.Version, f), nil
+	return httpapi.AnswerVersion(http.StatusOK, f.Version, apiFile(f)), nil
 }
 
 // Deleted answers a delete.
@@ -297,7 +291,7 @@ type rollbackInput struct {
 	Body rollbackBody
 }
 
-func (h wsHandlers) rollback(ctx context.Context, in *rollbackInput) (*httpapi.Versioned[workspace.File], error) {
+func (h wsHandlers) rollback(ctx context.Context, in *rollbackInput) (*httpapi.Versioned[api.File], error) {
 	if err := httpapi.Act(ctx, in.AgentID); err != nil {
 		return nil, err
 	}
@@ -312,7 +306,7 @@ func (h wsHandlers) rollback(ctx context.Context, in *rollbackInput) (*httpapi.V
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.AnswerVersion(http.StatusOK, f.Version, f), nil
+	return httpapi.AnswerVersion(http.StatusOK, f.Version, apiFile(f)), nil
 }
 
 // SystemPrompt is the workspace injection for the system prompt.
@@ -332,21 +326,11 @@ func (h wsHandlers) systemPrompt(ctx context.Context, in *httpapi.AgentPath) (*h
 	return httpapi.OK(SystemPrompt{AgentID: in.AgentID, Content: content}), nil
 }
 
-// Agent is an agent's settings as the API shows them.
-type Agent struct {
-	AgentID    int64     `json:"agentId"`
-	Language   string    `json:"language" example:"zh"`
-	Timezone   string    `json:"timezone" example:"Asia/Shanghai"`
-	CreateTime time.Time `json:"createTime"`
-	// Budgets are the token budgets of the core files, the agent's own or the defaults.
-	Budgets workspace.AgentBudgets `json:"budgets"`
+func viewAgent(a store.Agent, b workspace.AgentBudgets) api.Agent {
+	return api.Agent{AgentID: a.ID, Language: a.Language, Timezone: a.Timezone, CreateTime: a.CreateTime, Budgets: api.Budgets(b)}
 }
 
-func viewAgent(a store.Agent, b workspace.AgentBudgets) Agent {
-	return Agent{AgentID: a.ID, Language: a.Language, Timezone: a.Timezone, CreateTime: a.CreateTime, Budgets: b}
-}
-
-func (h wsHandlers) getAgent(ctx context.Context, in *httpapi.AgentPath) (*httpapi.Response[Agent], error) {
+func (h wsHandlers) getAgent(ctx context.Context, in *httpapi.AgentPath) (*httpapi.Response[api.Agent], error) {
 	if err := httpapi.Act(ctx, in.AgentID); err != nil {
 		return nil, err
 	}
@@ -374,7 +358,7 @@ type agentInput struct {
 	Body agentBody
 }
 
-func (h wsHandlers) patchAgent(ctx context.Context, in *agentInput) (*httpapi.Response[Agent], error) {
+func (h wsHandlers) patchAgent(ctx context.Context, in *agentInput) (*httpapi.Response[api.Agent], error) {
 	if err := httpapi.Act(ctx, in.AgentID); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package rest
 import (
 	"context"
 	"encoding/json"
+	"github.com/matememory/matememory/pkg/api"
 	"net/http"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -18,12 +19,12 @@ func RegisterTools(s *httpapi.Server, t *tool.Tools) {
 	httpapi.Register(s, huma.Operation{Method: http.MethodGet, Path: "/api/v1/tools", OperationID: "listTools", Tags: tags,
 		Summary:     "The workspace memory tools as OpenAI function-calling definitions",
 		Description: "The recall tools are included when enabled. They carry no agent id: the agent is bound when a tool runs."},
-		func(ctx context.Context, in *toolsInput) (*httpapi.Response[[]tool.Definition], error) {
+		func(ctx context.Context, in *toolsInput) (*httpapi.Response[[]api.ToolDefinition], error) {
 			lang := in.Language
 			if lang == "" {
 				lang = t.DefaultLanguage()
 			}
-			return httpapi.OK(t.Definitions(lang)), nil
+			return httpapi.OK(each(t.Definitions(lang), apiTool)), nil
 		})
 	httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: "/api/v1/agents/{agentId}/tools/{toolName}", OperationID: "callTool", Tags: tags,
 		Summary:     "Run a workspace memory tool for the agent in the URL",

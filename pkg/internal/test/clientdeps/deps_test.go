@@ -42,14 +42,15 @@ func isServer(path string) bool {
 }
 
 var libs = []lib{
-	{pkg: "pkg/client", allowed: []string{module + "/pkg/client", module + "/pkg/event", module + "/pkg/api"}, maxModules: 0},
-	{pkg: "pkg/event", allowed: []string{module + "/pkg/event"}, maxModules: 0},
-	// The wire types the server's handlers and the client share: standard library only.
+	// pkg/api (the wire types) and pkg/internal/fault (the one invalid-input error, which
+	// event.InvalidError is) are standard library only.
+	{pkg: "pkg/client", allowed: []string{module + "/pkg/client", module + "/pkg/event", module + "/pkg/api", module + "/pkg/internal/fault"}, maxModules: 0},
+	{pkg: "pkg/event", allowed: []string{module + "/pkg/event", module + "/pkg/internal/fault"}, maxModules: 0},
 	{pkg: "pkg/api", allowed: []string{module + "/pkg/api"}, maxModules: 0},
 	{
 		pkg: "pkg/eventpub",
 		allowed: []string{
-			module + "/pkg/eventpub", module + "/pkg/event", module + "/pkg/internal/tracing",
+			module + "/pkg/eventpub", module + "/pkg/event", module + "/pkg/internal/fault", module + "/pkg/internal/tracing",
 			// nats.go and watermill with their dependencies.
 			"github.com/nats-io/nats.go", "github.com/nats-io/nkeys", "github.com/nats-io/nuid",
 			"github.com/ThreeDotsLabs/watermill", "github.com/ThreeDotsLabs/watermill-nats",

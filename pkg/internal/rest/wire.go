@@ -1,0 +1,43 @@
+package rest
+
+import (
+	"github.com/matememory/matememory/pkg/api"
+	"github.com/matememory/matememory/pkg/internal/bus"
+	"github.com/matememory/matememory/pkg/internal/ledger"
+	"github.com/matememory/matememory/pkg/internal/tool"
+	"github.com/matememory/matememory/pkg/internal/workspace"
+)
+
+// The services' values as the wire types of pkg/api. Where a service's type has the same
+// fields, a conversion says so (and stops compiling when one of the two gains a field).
+
+func apiFile(f workspace.File) api.File {
+	return api.File{AgentID: f.AgentID, Filename: f.Filename, Content: f.Content, FileSize: f.FileSize,
+		Enabled: f.Enabled, SortOrder: f.SortOrder, Version: f.Version, CreateTime: f.CreateTime,
+		UpdateTime: f.UpdateTime, Tokens: f.Tokens, BudgetTokens: f.BudgetTokens}
+}
+
+func apiRun(r ledger.Run) api.Run {
+	return api.Run{RunID: r.RunID, Kind: r.Kind, AgentID: r.AgentID, EventID: r.EventID, Conversations: r.Conversations,
+		Status: api.RunStatus(r.Status), Reason: r.Reason, Model: r.Model, Provider: r.Provider, TokensIn: r.TokensIn,
+		TokensOut: r.TokensOut, LatencyMs: r.LatencyMs, FilesChanged: r.FilesChanged, Attempt: r.Attempt, CreateTime: r.CreateTime}
+}
+
+func apiTool(d tool.Definition) api.ToolDefinition {
+	return api.ToolDefinition{Type: d.Type, Function: api.ToolFunction(d.Function)}
+}
+
+func apiRetried(r bus.Retried) api.RetriedLetter { return api.RetriedLetter(r) }
+
+// each converts a slice; nil stays nil (a field without omitempty then reads null, as it
+// did before the conversion).
+func each[T, U any](in []T, f func(T) U) []U {
+	if in == nil {
+		return nil
+	}
+	out := make([]U, len(in))
+	for i, v := range in {
+		out[i] = f(v)
+	}
+	return out
+}
