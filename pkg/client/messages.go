@@ -4,10 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/matememory/matememory/pkg/api"
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 )
 
 // Message is a conversation message to store. ToolCalls is the assistant's tool_calls array
@@ -21,27 +21,11 @@ type Message struct {
 }
 
 // StoredMessage is a message as MateMemory keeps it.
-type StoredMessage struct {
-	ID             int64           `json:"id"`
-	AgentID        int64           `json:"agentId"`
-	ConversationID string          `json:"conversationId"`
-	Role           string          `json:"role"`
-	Content        string          `json:"content"`
-	ToolCalls      json.RawMessage `json:"toolCalls,omitempty"`
-	ToolCallID     string          `json:"toolCallId,omitempty"`
-	Name           string          `json:"name,omitempty"`
-	CreateTime     time.Time       `json:"createTime"`
-}
+type StoredMessage = api.StoredMessage
 
-// MessagePage is one page of a conversation's messages.
-type MessagePage struct {
-	AgentID        int64           `json:"agentId"`
-	ConversationID string          `json:"conversationId"`
-	Count          int             `json:"count"`
-	Messages       []StoredMessage `json:"messages"`
-	// HasMore says more messages follow the last one: ask again with its ID as afterID.
-	HasMore bool `json:"hasMore"`
-}
+// MessagePage is one page of a conversation's messages; HasMore says more messages follow
+// the last one: ask again with its ID as afterID.
+type MessagePage = api.MessagePage
 
 func messagesPath(conversationID string) string {
 	return "/api/v1/conversations/" + seg(conversationID) + "/messages"

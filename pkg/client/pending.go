@@ -2,8 +2,8 @@ package client
 
 import (
 	"context"
+	"github.com/matememory/matememory/pkg/api"
 	"net/http"
-	"time"
 )
 
 // States of an agent's pending work (Pending.State).
@@ -27,64 +27,26 @@ const (
 )
 
 // Pending is what of an agent waits for an extraction, and why: deferred and coalesced
-// events have no run in the ledger until their extraction.
-type Pending struct {
-	AgentID int64 `json:"agentId"`
-	// State is one of the Pending* constants; Summary says why in a sentence.
-	State   string `json:"state"`
-	Summary string `json:"summary"`
-	// Now is the server's clock the view was judged on.
-	Now time.Time `json:"now"`
-	// Lease, Cooldown and Waiter are nil when no lease is held, no cooldown runs, no
-	// delivery waits for the cooldown's end.
-	Lease    *PendingLease    `json:"lease,omitempty"`
-	Cooldown *PendingCooldown `json:"cooldown,omitempty"`
-	Waiter   *PendingWaiter   `json:"waiter,omitempty"`
-	// Coalesced are events acknowledged into the agent's next extraction.
-	Coalesced []PendingEvent `json:"coalesced"`
-	// Conversations have messages not yet extracted, oldest first (at most 100;
-	// MoreConversations when more wait).
-	Conversations     []PendingConversation `json:"conversations"`
-	MoreConversations bool                  `json:"moreConversations,omitempty"`
-}
+// events have no run in the ledger until their extraction. State is one of the Pending*
+// constants.
+type Pending = api.Pending
 
 // PendingLease is who holds an agent's lease, and until when unless renewed.
-type PendingLease struct {
-	Owner    string    `json:"owner"`
-	Purpose  string    `json:"purpose"`
-	Acquired time.Time `json:"acquired"`
-	Expires  time.Time `json:"expires"`
-}
+type PendingLease = api.PendingLease
 
 // PendingCooldown is an agent's running cooldown and the run that started it.
-type PendingCooldown struct {
-	Until time.Time `json:"until"`
-	RunID string    `json:"runId,omitempty"`
-}
+type PendingCooldown = api.PendingCooldown
 
 // PendingWaiter is the delivery waiting for the cooldown's end, expected back by
 // ExpectedBy (Overdue once that passed).
-type PendingWaiter struct {
-	EventID    string    `json:"eventId"`
-	ExpectedBy time.Time `json:"expectedBy"`
-	Overdue    bool      `json:"overdue"`
-}
+type PendingWaiter = api.PendingWaiter
 
 // PendingEvent is an event acknowledged into the agent's next extraction.
-type PendingEvent struct {
-	EventID        string `json:"eventId"`
-	ConversationID string `json:"conversationId"`
-}
+type PendingEvent = api.PendingEvent
 
 // PendingConversation is a conversation with Messages not yet extracted (those above
 // ExtractedThrough), the oldest of them stored at Since.
-type PendingConversation struct {
-	ConversationID   string    `json:"conversationId"`
-	ExtractedThrough int64     `json:"extractedThrough"`
-	Messages         int64     `json:"messages"`
-	LastMessageID    int64     `json:"lastMessageId"`
-	Since            time.Time `json:"since"`
-}
+type PendingConversation = api.PendingConversation
 
 // Pending reads what of the agent waits for an extraction (the answer to "why hasn't my
 // conversation been extracted?"). It writes nothing, and does not seed a new agent.

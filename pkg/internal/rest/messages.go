@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/matememory/matememory/pkg/api"
 	"net/http"
 	"strconv"
 
@@ -71,18 +72,7 @@ type postInput struct {
 	Body messagesBody
 }
 
-// Messages answers both routes.
-type Messages struct {
-	AgentID        int64                  `json:"agentId"`
-	ConversationID string                 `json:"conversationId"`
-	Count          int                    `json:"count"`
-	Messages       []conversation.Message `json:"messages"`
-	// HasMore (GET) says more messages follow the last one returned: ask again with its id
-	// as afterId.
-	HasMore bool `json:"hasMore"`
-}
-
-func (h msgHandlers) post(ctx context.Context, in *postInput) (*httpapi.Response[Messages], error) {
+func (h msgHandlers) post(ctx context.Context, in *postInput) (*httpapi.Response[api.MessagePage], error) {
 	convID := in.ConversationID
 	if err := conversation.ValidateConversationID(convID); err != nil {
 		return nil, err
@@ -149,7 +139,7 @@ func (h msgHandlers) post(ctx context.Context, in *postInput) (*httpapi.Response
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.Answer(http.StatusCreated, Messages{AgentID: agentID, ConversationID: convID, Count: len(stored), Messages: stored}), nil
+	return httpapi.Answer(http.StatusCreated, api.MessagePage{AgentID: agentID, ConversationID: convID, Count: len(stored), Messages: each(stored, apiMessage)}), nil
 }
 
 type listMessagesInput struct {
@@ -159,7 +149,7 @@ type listMessagesInput struct {
 	Limit   int64 `query:"limit" minimum:"1" maximum:"10000" default:"1000" doc:"At most this many messages."`
 }
 
-func (h msgHandlers) get(ctx context.Context, in *listMessagesInput) (*httpapi.Response[Messages], error) {
+func (h msgHandlers) get(ctx context.Context, in *listMessagesInput) (*httpapi.Response[api.MessagePage], error) {
 	if err := conversation.ValidateConversationID(in.ConversationID); err != nil {
 		return nil, err
 	}
@@ -178,7 +168,7 @@ func (h msgHandlers) get(ctx context.Context, in *listMessagesInput) (*httpapi.R
 	if more {
 		msgs = msgs[:limit]
 	}
-	return httpapi.OK(Messages{AgentID: in.AgentID, ConversationID: in.ConversationID, Count: len(msgs), Messages: msgs, HasMore: more}), nil
+	return httpapi.OK(api.MessagePage{AgentID: in.AgentID, ConversationID: in.ConversationID, Count: len(msgs), Messages: each(msgs, apiMessage), HasMore: more}), nil
 }
 
 // msgPrefix names message i in errors about a batch.

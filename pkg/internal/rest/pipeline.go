@@ -159,7 +159,7 @@ func (h pipelineHandlers) runs(ctx context.Context, in *runsInput) (*httpapi.Res
 	return httpapi.OK(RunList{AgentID: in.AgentID, Count: len(runs), Runs: each(runs, apiRun)}), nil
 }
 
-func (h pipelineHandlers) pending(ctx context.Context, in *httpapi.AgentPath) (*httpapi.Response[summarizer.Pending], error) {
+func (h pipelineHandlers) pending(ctx context.Context, in *httpapi.AgentPath) (*httpapi.Response[api.Pending], error) {
 	if err := httpapi.Act(ctx, in.AgentID); err != nil {
 		return nil, err
 	}
@@ -173,7 +173,7 @@ func (h pipelineHandlers) pending(ctx context.Context, in *httpapi.AgentPath) (*
 		}
 		return nil, err
 	}
-	return httpapi.OK(p), nil
+	return httpapi.OK(apiPending(p)), nil
 }
 
 // RegisterEmergence adds the spec's manual trigger, POST /api/v1/memory/{agentId}/emergence.

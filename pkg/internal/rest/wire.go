@@ -3,7 +3,9 @@ package rest
 import (
 	"github.com/matememory/matememory/pkg/api"
 	"github.com/matememory/matememory/pkg/internal/bus"
+	"github.com/matememory/matememory/pkg/internal/conversation"
 	"github.com/matememory/matememory/pkg/internal/ledger"
+	"github.com/matememory/matememory/pkg/internal/summarizer"
 	"github.com/matememory/matememory/pkg/internal/tool"
 	"github.com/matememory/matememory/pkg/internal/workspace"
 )
@@ -38,6 +40,28 @@ func each[T, U any](in []T, f func(T) U) []U {
 	out := make([]U, len(in))
 	for i, v := range in {
 		out[i] = f(v)
+	}
+	return out
+}
+
+func apiMessage(m conversation.Message) api.StoredMessage { return api.StoredMessage(m) }
+
+func apiPending(p summarizer.Pending) api.Pending {
+	out := api.Pending{AgentID: p.AgentID, State: p.State, Summary: p.Summary, Now: p.Now,
+		Coalesced:         each(p.Coalesced, func(e summarizer.PendingEvent) api.PendingEvent { return api.PendingEvent(e) }),
+		Conversations:     each(p.Conversations, func(c summarizer.PendingConversation) api.PendingConversation { return api.PendingConversation(c) }),
+		MoreConversations: p.MoreConversations}
+	if p.Lease != nil {
+		l := api.PendingLease(*p.Lease)
+		out.Lease = &l
+	}
+	if p.Cooldown != nil {
+		c := api.PendingCooldown(*p.Cooldown)
+		out.Cooldown = &c
+	}
+	if p.Waiter != nil {
+		w := api.PendingWaiter(*p.Waiter)
+		out.Waiter = &w
 	}
 	return out
 }
