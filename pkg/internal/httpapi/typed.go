@@ -514,13 +514,13 @@ func (s *Server) instrument(label string, public bool, h http.Handler) http.Hand
 	return s.trace(label, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
-		code := s.serveTyped(sw, r, public, h)
+		code := s.serve(sw, r, public, h)
 		s.reqs.WithLabelValues(label, fmt.Sprint(code)).Inc()
 		s.latency.WithLabelValues(label).Observe(time.Since(start).Seconds())
 	}))
 }
 
-func (s *Server) serveTyped(w *statusWriter, r *http.Request, public bool, h http.Handler) (code int) {
+func (s *Server) serve(w *statusWriter, r *http.Request, public bool, h http.Handler) (code int) {
 	defer func() {
 		if rec := recover(); rec != nil {
 			s.guard.Report("http", rec, "method", r.Method, "path", r.URL.Path)

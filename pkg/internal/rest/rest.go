@@ -1,5 +1,7 @@
-// Package rest holds MateMemory's HTTP handlers: thin ports that decode a request, call the
-// application services and return data for the envelope.
+// Package rest is MateMemory's HTTP port: every route of the REST API (MCP has its own
+// transport, pkg/internal/mcpserver), each a thin handler that reads a request, calls an
+// application service and answers with the wire types of pkg/api. The services' errors are
+// fault's; httpapi.Classify maps them to statuses.
 package rest
 
 import (
