@@ -12,7 +12,8 @@
 // envelope; errors.Is matches it against ErrNotFound, ErrConflict, ErrForbidden, ... (and
 // IsNotFound, IsConflict, IsForbidden, IsRetryable classify it too). Safe requests are
 // retried with backoff (WithRetry). WaitRun waits for an event's outcome. The package
-// depends on the standard library and pkg/event (itself standard library only).
+// depends on the standard library, pkg/event and pkg/api (the wire types the server answers
+// with, which this package's types are aliases of), both standard library only.
 package client
 
 import (

@@ -13,8 +13,10 @@
 //		MessageCount: 6, TriggerSource: event.TriggerWeb,
 //	})
 //
-// The package is the contract only and depends on the standard library alone (the Go client,
-// pkg/client, builds on it); pkg/eventpub publishes on JetStream with nats.go.
+// The package is the contract only and depends on the standard library alone (and on
+// MateMemory's error vocabulary, itself standard library only: InvalidError is its one
+// invalid-input error); the Go client, pkg/client, builds on it, and pkg/eventpub publishes
+// on JetStream with nats.go.
 package event
 
 import (
