@@ -56,6 +56,7 @@ var contract = map[string]string{
 	"eventpub.WithTracing":         "the option that carries a chat service's trace context on its events",
 	"client.MemoryHit":             "one hit of SearchMemory's result",
 	"event.StreamAgentTriggers":    "the stream a chat service consumes the agents' task triggers from",
+	"api.DeadLetterInfo":           "embedded in client.DeadLetter, whose fields it holds",
 	"event.SubjectAgentTrigger":    "the subject of those triggers",
 	"client.StatusFailed":          "a run status a caller compares Run.Status with",
 }
