@@ -1,7 +1,7 @@
 // Package archive keeps what leaves an agent's core files (MEMORY.md, PROFILE.md) through the
 // pipeline: an extraction's or an emergence's rewrite or edits, a consolidation, or the
 // service's own demotion of entries to fit a budget. Nothing is lost, only demoted: the
-// entries go verbatim to a monthly note, memory/archive/YYYY-MM.md, which recall indexes but
+// entries go verbatim to a note of the day, memory/archive/YYYY-MM-DD.md, which recall indexes but
 // which is not injected into the prompt nor read by emergence or consolidation, so demoted
 // facts come back only when a search asks for them.
 //
@@ -23,8 +23,10 @@ import (
 // Dir is the folder of the archive notes.
 const Dir = "memory/archive/"
 
-// FileFor is the archive note of the month of t (in t's location).
-func FileFor(t time.Time) string { return Dir + t.Format("2006-01") + ".md" }
+// FileFor is the archive note of the day of t (in t's location): one note a day, like the
+// daily notes, so that each append's history row (the note's previous content) stays small
+// however long the agent lives.
+func FileFor(t time.Time) string { return Dir + t.Format("2006-01-02") + ".md" }
 
 // IsArchive reports whether a workspace file name is an archive note.
 func IsArchive(name string) bool { return strings.HasPrefix(name, Dir) }

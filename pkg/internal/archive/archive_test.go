@@ -133,7 +133,7 @@ func TestRender(t *testing.T) {
 	if _, ok := DateOf("Preferences", time.UTC); ok {
 		t.Error("a heading without a date is dated")
 	}
-	if FileFor(at) != "memory/archive/2026-12.md" || !IsArchive(FileFor(at)) || IsArchive("memory/2026-12-01.md") {
+	if FileFor(at) != "memory/archive/2026-12-01.md" || !IsArchive(FileFor(at)) || IsArchive("memory/2026-12-01.md") {
 		t.Error("archive names")
 	}
 }

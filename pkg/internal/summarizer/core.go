@@ -145,7 +145,7 @@ func (s *Service) fit(ctx context.Context, job Job, a *attempt, c core, p *plan)
 		}
 	}
 	if len(blocks) > 0 {
-		p.archive, p.archiveFile = strings.Join(blocks, "\n"), archive.Dir+p.date[:7]+".md"
+		p.archive, p.archiveFile = strings.Join(blocks, "\n"), archive.Dir+p.date+".md"
 	}
 }
 
@@ -174,7 +174,7 @@ func (p *plan) writes(name string) bool {
 }
 
 // archiveHeader starts a new archive note.
-func archiveHeader(month string) string {
-	return "# Archive " + month + "\n\n" +
+func archiveHeader(day string) string {
+	return "# Archive " + day + "\n\n" +
 		"Entries that left MEMORY.md or PROFILE.md, verbatim, with when, why and which run. Memory search finds them; they are not injected into the prompt.\n\n"
 }

@@ -407,7 +407,7 @@ type plan struct {
 	// next is when the agent's next LLM extraction may start (zero: no cooldown).
 	next time.Time
 	// archive is what left the core files (archive.Render's blocks), appended to
-	// archiveFile, memory/archive/YYYY-MM.md, in the same unit.
+	// archiveFile, memory/archive/YYYY-MM-DD.md, in the same unit.
 	archive, archiveFile string
 }
 
@@ -587,7 +587,7 @@ func (s *Service) commitOnce(ctx context.Context, l *lease.Lease, job Job, a *at
 			written = append(written, f)
 		}
 		if p.archive != "" {
-			f, err := s.d.Workspace.AppendTx(tx, job.AgentID, p.archiveFile, p.archive, archiveHeader(p.date[:7]), ch)
+			f, err := s.d.Workspace.AppendTx(tx, job.AgentID, p.archiveFile, p.archive, archiveHeader(p.date), ch)
 			if err != nil {
 				return fmt.Errorf("append to %s: %w", p.archiveFile, err)
 			}
