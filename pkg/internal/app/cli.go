@@ -128,7 +128,7 @@ func rootCommand(defaultTarget string, stdin io.Reader, stdout, stderr io.Writer
 			return mcpStdio(ctx, cfg, log, args, stdin, out, errw)
 		})
 	reindexCmd := c.flagged("reindex [--agent N]", "Index every memory file for search again (idempotent; progress and a summary)", reindex)
-	evalCmd := c.flagged("eval [--set file.json] [--k 5]", "Run the memory-search evaluation against the configured embedding endpoint", evalRecall)
+	evalCmd := c.flagged("eval [--set file.json] [--k 5] | eval memory [--days 30]", "Run the memory-search evaluation against the configured embedding endpoint, or (eval memory) a simulation of months of use against the configured model", evalRecall)
 	exportC := c.flagged("export --agent N [--history] [--messages] [--ledger] [-o file]", "Write an agent's bundle (docs/bundle.md) from the database", exportCmd)
 	importC := c.flagged("import --agent N [--mode empty|merge] [--dry-run] FILE", "Import a bundle into an agent (validated first; all or nothing; idempotent)", importCmd)
 	eraseCmd := c.flagged("erase --agent N [--conversation ID] --confirm N|ID", "Erase every trace of an agent, or of one conversation, from every store (irreversible; prints the receipt)", eraseAgent)

@@ -20,12 +20,15 @@ import (
 // evalRecall is `api eval`: the retrieval evaluation against the configured embedding
 // endpoint (mate.embedding.*), in a scratch SQLite database, never the service's.
 func evalRecall(ctx context.Context, cfg config.Config, log *slog.Logger, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "memory" {
+		return evalMemory(ctx, cfg, log, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	setPath := fs.String("set", "", "evaluation set JSON (default: the built-in synthetic memory, pkg/internal/recall/evalset/testdata/eval.json)")
 	k := fs.Int("k", 5, "recall@k")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: api eval [-set file.json] [-k 5]")
+		fmt.Fprintln(stderr, "usage: api eval [-set file.json] [-k 5]     (or: api eval memory -help)")
 		fmt.Fprintln(stderr, "Indexes the evaluation memory in a scratch database with the configured embedding endpoint")
 		fmt.Fprintln(stderr, "(MATE_EMBEDDING_BASE_URL, _API_KEY, _MODEL, _DIMENSIONS) and prints recall@k and MRR for")
 		fmt.Fprintln(stderr, "BM25 alone, cosine alone, BM25 with the identifier boost, and the full hybrid.")

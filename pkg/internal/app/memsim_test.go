@@ -6,11 +6,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
-	"github.com/matememory/matememory/pkg/client"
 	"github.com/matememory/matememory/pkg/internal/app"
 	"github.com/matememory/matememory/pkg/internal/config"
 	"github.com/matememory/matememory/pkg/internal/llm/llmtest"
@@ -19,55 +16,24 @@ import (
 	"github.com/matememory/matememory/pkg/internal/tokens"
 )
 
-// simulation runs the script through a fresh all-in-one app whose clock the simulation moves,
-// with the scripted model answering in edits (whole false) or the spec's whole files.
+// simulation runs the script through app.SimulateMemory with the scripted model answering
+// in edits (whole false) or the spec's whole files.
 func simulation(tb testing.TB, db storetest.DB, s memsim.Script, whole bool, memoryBudget int, o memsim.RunOptions) memsim.Report {
 	tb.Helper()
-	counter := tokens.NewCounter()
-	tok, err := counter.For("fake-model")
+	tok, err := tokens.NewCounter().For("fake-model")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	fake := llmtest.New(tb, memsim.Model{Whole: whole, Count: tok}.Reply)
 	fake.Forget()
-	var now atomic.Int64
-	now.Store(s.Start.UnixNano())
-	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
-
 	cfg := config.Default()
-	cfg.Mate.DataDir = tb.TempDir()
-	cfg.Mate.HTTP.Addr = "127.0.0.1:0"
-	cfg.Mate.NATS.SyncAlways = false
-	cfg.Mate.Timezone, cfg.Mate.Language = "UTC", "en"
+	cfg.Mate.Language = "en"
 	cfg.Mate.LLM.BaseURL, cfg.Mate.LLM.APIKey, cfg.Mate.LLM.Model = fake.URL+"/v1/", "test-key", "fake-model"
-	cfg.Mate.Memory.CooldownMinutes = 0
-	cfg.Mate.Memory.MinMessagesForSummarize = 1
-	cfg.Mate.Memory.ManualEmergenceCooldownSeconds = 1
-	cfg.Mate.Memory.MaxFileBytes = 8 << 20
 	cfg.Mate.Memory.Budget.MemoryTokens = memoryBudget
 	if db.Driver == "mysql" {
 		cfg.Mate.Database = config.Database{Driver: "mysql", DSN: db.DSN}
 	}
-	cfg.Mate.Auth.Keys, _ = config.ParseKeys("k1=1;adm=admin")
-	ctx := context.Background()
-	a, err := app.New(ctx, app.Options{Config: cfg, Log: slog.New(slog.DiscardHandler), Clock: clock})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(a.Close)
-	if err := a.Start(ctx); err != nil {
-		tb.Fatal(err)
-	}
-	c, err := client.New("http://"+a.Addr, "k1")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	admin, err := client.New("http://"+a.Addr, "adm")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	env := memsim.Env{Client: c, Admin: admin, Agent: 1, SetNow: func(t time.Time) { now.Store(t.UnixNano()) }, Count: tok}
-	rep, err := memsim.Run(ctx, env, s, o)
+	rep, err := app.SimulateMemory(context.Background(), cfg, slog.New(slog.DiscardHandler), s, o)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -113,5 +79,25 @@ func BenchmarkCoreMemoryYear(b *testing.B) {
 		var t strings.Builder
 		memsim.Table(&t, edits, spec)
 		b.Log("\n" + t.String())
+	}
+}
+
+// TestEvalMemoryCommand: `api eval memory` runs the simulation against the configured model
+// (here the scripted one) and prints the figures.
+func TestEvalMemoryCommand(t *testing.T) {
+	tok, err := tokens.NewCounter().For("fake-model")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := llmtest.New(t, memsim.Model{Count: tok}.Reply)
+	var out, errOut strings.Builder
+	env := []string{"MATE_DATA_DIR=" + t.TempDir(), "MATE_LLM_BASE_URL=" + fake.URL + "/v1/", "MATE_LLM_API_KEY=k", "MATE_LLM_MODEL=fake-model",
+		"MATE_MEMORY_BUDGET_MEMORY_TOKENS=300", "PATH=/bin"}
+	code := app.Run("api", []string{"eval", "memory", "-days", "4", "-per-day", "3"}, strings.NewReader(""), &out, &errOut, env)
+	if code != 0 || !strings.Contains(out.String(), "fake-model: 24 facts, recall@5 1.000 (24 found), 0 lost, 0 days over budget") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	if code := app.Run("api", []string{"eval", "memory", "-days", "0"}, strings.NewReader(""), &out, &errOut, env); code != 2 {
+		t.Errorf("-days 0: exit %d, want 2", code)
 	}
 }
