@@ -155,21 +155,19 @@ func Demote(content string, lines []blame.Line, fits func(string) bool) (string,
 	}
 	text := splitLines(content)
 	spans := entries(content)
+	// Ranked by version (a file's versions are ordered whatever the clocks of the
+	// processes that wrote them), newest line of the entry counting.
 	type ranked struct {
 		span
-		confirmed, introduced time.Time
+		confirmed, introduced int64
 		origin                blame.Change
 	}
 	rs := make([]ranked, len(spans))
 	for k, s := range spans {
 		r := ranked{span: s}
 		for i := s.first; i <= s.last && i < len(lines); i++ {
-			if c := lines[i].Confirmed.Time; c.After(r.confirmed) {
-				r.confirmed = c
-			}
-			if in := lines[i].Introduced.Time; in.After(r.introduced) {
-				r.introduced = in
-			}
+			r.confirmed = max(r.confirmed, lines[i].Confirmed.Version)
+			r.introduced = max(r.introduced, lines[i].Introduced.Version)
 		}
 		if s.first < len(lines) {
 			r.origin = lines[s.first].Introduced
@@ -182,10 +180,10 @@ func Demote(content string, lines []blame.Line, fits func(string) bool) (string,
 	}
 	sort.SliceStable(order, func(a, b int) bool {
 		ra, rb := rs[order[a]], rs[order[b]]
-		if !ra.confirmed.Equal(rb.confirmed) {
-			return ra.confirmed.Before(rb.confirmed)
+		if ra.confirmed != rb.confirmed {
+			return ra.confirmed < rb.confirmed
 		}
-		return ra.introduced.Before(rb.introduced)
+		return ra.introduced < rb.introduced
 	})
 	dropped := make([]bool, len(text))
 	var demoted []Entry

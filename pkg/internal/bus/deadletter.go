@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/matememory/matememory/pkg/api"
 	"strconv"
 	"strings"
 	"time"
@@ -99,12 +100,7 @@ func GetDeadLetter(ctx context.Context, js jetstream.JetStream, seq uint64) (Dea
 }
 
 // Retried is where a retried dead letter was stored again.
-type Retried struct {
-	Subject   string `json:"subject"`
-	Stream    string `json:"stream"`
-	Seq       uint64 `json:"seq"`
-	Duplicate bool   `json:"duplicate"`
-}
+type Retried = api.RetriedLetter
 
 // RetryDeadLetter publishes dead letter seq again on its original subject (with its
 // original headers, HeaderRetryOf set and the Mate-Dlq-* headers removed), then deletes it

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/matememory/matememory/pkg/api"
 	"github.com/matememory/matememory/pkg/internal/fault"
 	"strings"
 	"time"
@@ -24,17 +25,7 @@ var Roles = []string{"user", "assistant", "system", "tool"}
 const MaxConversationIDBytes = 128
 
 // Message is one stored message.
-type Message struct {
-	ID             int64           `json:"id"`
-	AgentID        int64           `json:"agentId"`
-	ConversationID string          `json:"conversationId"`
-	Role           string          `json:"role"`
-	Content        string          `json:"content"`
-	ToolCalls      json.RawMessage `json:"toolCalls,omitempty"`
-	ToolCallID     string          `json:"toolCallId,omitempty"`
-	Name           string          `json:"name,omitempty"`
-	CreateTime     time.Time       `json:"createTime"`
-}
+type Message = api.StoredMessage
 
 // InvalidError is bad input: fault's one invalid-input error.
 type InvalidError = fault.Invalid

@@ -93,7 +93,7 @@ func (h deadLetterHandlers) retryDLQ(ctx context.Context, in *retryInput) (*http
 	if err != nil {
 		return nil, &httpapi.Error{Status: http.StatusServiceUnavailable, Msg: err.Error(), Err: err}
 	}
-	return httpapi.Answer(http.StatusAccepted, apiRetried(res)), nil
+	return httpapi.Answer(http.StatusAccepted, res), nil
 }
 
 type overBudgetInput struct {

@@ -139,7 +139,7 @@ func (h msgHandlers) post(ctx context.Context, in *postInput) (*httpapi.Response
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.Answer(http.StatusCreated, api.MessagePage{AgentID: agentID, ConversationID: convID, Count: len(stored), Messages: each(stored, apiMessage)}), nil
+	return httpapi.Answer(http.StatusCreated, api.MessagePage{AgentID: agentID, ConversationID: convID, Count: len(stored), Messages: stored}), nil
 }
 
 type listMessagesInput struct {
@@ -168,7 +168,7 @@ func (h msgHandlers) get(ctx context.Context, in *listMessagesInput) (*httpapi.R
 	if more {
 		msgs = msgs[:limit]
 	}
-	return httpapi.OK(api.MessagePage{AgentID: in.AgentID, ConversationID: in.ConversationID, Count: len(msgs), Messages: each(msgs, apiMessage), HasMore: more}), nil
+	return httpapi.OK(api.MessagePage{AgentID: in.AgentID, ConversationID: in.ConversationID, Count: len(msgs), Messages: msgs, HasMore: more}), nil
 }
 
 // msgPrefix names message i in errors about a batch.

@@ -173,7 +173,7 @@ func (h pipelineHandlers) pending(ctx context.Context, in *httpapi.AgentPath) (*
 		}
 		return nil, err
 	}
-	return httpapi.OK(apiPending(p)), nil
+	return httpapi.OK(p), nil
 }
 
 // RegisterEmergence adds the spec's manual trigger, POST /api/v1/memory/{agentId}/emergence.

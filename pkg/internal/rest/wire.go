@@ -2,10 +2,7 @@ package rest
 
 import (
 	"github.com/matememory/matememory/pkg/api"
-	"github.com/matememory/matememory/pkg/internal/bus"
-	"github.com/matememory/matememory/pkg/internal/conversation"
 	"github.com/matememory/matememory/pkg/internal/ledger"
-	"github.com/matememory/matememory/pkg/internal/summarizer"
 	"github.com/matememory/matememory/pkg/internal/tool"
 	"github.com/matememory/matememory/pkg/internal/workspace"
 )
@@ -29,7 +26,6 @@ func apiTool(d tool.Definition) api.ToolDefinition {
 	return api.ToolDefinition{Type: d.Type, Function: api.ToolFunction(d.Function)}
 }
 
-func apiRetried(r bus.Retried) api.RetriedLetter { return api.RetriedLetter(r) }
 
 // each converts a slice; nil stays nil (a field without omitempty then reads null, as it
 // did before the conversion).
@@ -44,24 +40,4 @@ func each[T, U any](in []T, f func(T) U) []U {
 	return out
 }
 
-func apiMessage(m conversation.Message) api.StoredMessage { return api.StoredMessage(m) }
 
-func apiPending(p summarizer.Pending) api.Pending {
-	out := api.Pending{AgentID: p.AgentID, State: p.State, Summary: p.Summary, Now: p.Now,
-		Coalesced:         each(p.Coalesced, func(e summarizer.PendingEvent) api.PendingEvent { return api.PendingEvent(e) }),
-		Conversations:     each(p.Conversations, func(c summarizer.PendingConversation) api.PendingConversation { return api.PendingConversation(c) }),
-		MoreConversations: p.MoreConversations}
-	if p.Lease != nil {
-		l := api.PendingLease(*p.Lease)
-		out.Lease = &l
-	}
-	if p.Cooldown != nil {
-		c := api.PendingCooldown(*p.Cooldown)
-		out.Cooldown = &c
-	}
-	if p.Waiter != nil {
-		w := api.PendingWaiter(*p.Waiter)
-		out.Waiter = &w
-	}
-	return out
-}
