@@ -26,7 +26,6 @@ func apiTool(d tool.Definition) api.ToolDefinition {
 	return api.ToolDefinition{Type: d.Type, Function: api.ToolFunction(d.Function)}
 }
 
-
 // each converts a slice; nil stays nil (a field without omitempty then reads null, as it
 // did before the conversion).
 func each[T, U any](in []T, f func(T) U) []U {
@@ -39,5 +38,3 @@ func each[T, U any](in []T, f func(T) U) []U {
 	}
 	return out
 }
-
-
