@@ -28,6 +28,13 @@ const Dir = "memory/archive/"
 // however long the agent lives.
 func FileFor(t time.Time) string { return Dir + t.Format("2006-01-02") + ".md" }
 
+// Header starts a new archive note of day (YYYY-MM-DD): every pipeline change that archives
+// entries (an extraction, an emergence) creates the note with it.
+func Header(day string) string {
+	return "# Archive " + day + "\n\n" +
+		"Entries that left MEMORY.md or PROFILE.md, verbatim, with when, why and which run. Memory search finds them; they are not injected into the prompt.\n\n"
+}
+
 // IsArchive reports whether a workspace file name is an archive note.
 func IsArchive(name string) bool { return strings.HasPrefix(name, Dir) }
 

@@ -1,6 +1,7 @@
 package emergence_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"sync/atomic"
@@ -28,6 +29,11 @@ func TestEmergenceEditsApplied(t *testing.T) {
 		})
 		padding := strings.Repeat("- an older fact that stays.\n", 400)
 		f.write(7, "MEMORY.md", richMemory+padding)
+		// A large MEMORY.md within its budget (over it, emergence would demote entries).
+		budget := 10000
+		if _, err := f.ws.SetBudgets(context.Background(), 7, &budget, nil); err != nil {
+			t.Fatal(err)
+		}
 		f.write(7, "memory/2026-04-03.md", "# 2026-04-03\n\n- Reviewed pull requests first thing.\n")
 		st, a := f.trigger(7)
 		if st != 200 || a.Data.Status != "completed" {
@@ -39,7 +45,8 @@ func TestEmergenceEditsApplied(t *testing.T) {
 		if got := f.memory(7).Content; got != strings.TrimSpace(want+padding) {
 			t.Fatalf("MEMORY.md\n got %q\nwant %q", got, strings.TrimSpace(want+padding))
 		}
-		if runs := f.runs(7); len(runs) != 1 || runs[0].Status != store.RunCompleted || strings.Join(runs[0].FilesChanged, ",") != "MEMORY.md" {
+		// The replaced text went to the archive note (budget_test.go).
+		if runs := f.runs(7); len(runs) != 1 || runs[0].Status != store.RunCompleted || strings.Join(runs[0].FilesChanged, ",") != "MEMORY.md,memory/archive/2026-04-03.md" {
 			t.Fatalf("ledger %+v", runs)
 		}
 		// The whole-file budget would be above 4,000 tokens for this MEMORY.md.

@@ -9,7 +9,9 @@
 // written with compare-and-swap on the version read before the model call (a tool edit that
 // lands during the call makes the worker re-read and ask again), a rewrite that is empty,
 // cut off or drops most of the file is refused, secrets are redacted, the previous version
-// stays in the file's history, and every attempt is a row in the run ledger.
+// stays in the file's history, and every attempt is a row in the run ledger. MEMORY.md is
+// kept within the agent's token budget: the prompt states it, what is written is fitted to
+// it, and whatever leaves the file goes to the archive note in the same transaction (core.go).
 package emergence
 
 import (
@@ -30,6 +32,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 
+	"github.com/matememory/matememory/pkg/internal/archive"
 	"github.com/matememory/matememory/pkg/internal/bus"
 	"github.com/matememory/matememory/pkg/internal/fence"
 	"github.com/matememory/matememory/pkg/internal/guard"
@@ -429,7 +432,7 @@ func (w *Worker) attempt(ctx context.Context, req Request, run *ledger.Run) erro
 	if w.client == nil {
 		return done(store.RunSkipped, ReasonNoLLM)
 	}
-	agent, err := w.ws.EnsureAgent(ctx, req.AgentID)
+	agent, budgets, err := w.ws.EnsureAgentBudgets(ctx, req.AgentID)
 	if err != nil {
 		if errors.Is(err, workspace.ErrInvalid) {
 			return permanent(err)
@@ -457,7 +460,7 @@ func (w *Worker) attempt(ctx context.Context, req Request, run *ledger.Run) erro
 		return done(store.RunSkipped, fmt.Sprintf("no daily notes from %s to %s (the last %d days)", window.from, window.to, w.cfg.DayRange))
 	}
 	rendered, left := renderNotes(notes, w.cfg.MaxNotesBytes)
-	p := prepared{agent: agent, win: window, notes: rendered, n: len(notes) - left, held: held}
+	p := prepared{agent: agent, budgets: budgets, win: window, notes: rendered, n: len(notes) - left, held: held}
 	if left > 0 {
 		p.suffix = fmt.Sprintf(" (%d older notes left out: over the %d-byte prompt budget)", left, w.cfg.MaxNotesBytes)
 	}
@@ -476,15 +479,17 @@ func (w *Worker) attempt(ctx context.Context, req Request, run *ledger.Run) erro
 	return fmt.Errorf("MEMORY.md changed during each of %d model calls; will retry", w.cfg.CASAttempts)
 }
 
-// prepared is what one attempt asks the model about: the agent, the notes' window, the
-// rendered notes (n of them) and what the reason says about notes left out, under held.
+// prepared is what one attempt asks the model about: the agent and its budgets, the notes'
+// window, the rendered notes (n of them) and what the reason says about notes left out,
+// under held.
 type prepared struct {
-	agent  store.Agent
-	win    window
-	notes  string
-	n      int
-	suffix string
-	held   *lease.Lease
+	agent   store.Agent
+	budgets workspace.AgentBudgets
+	win     window
+	notes   string
+	n       int
+	suffix  string
+	held    *lease.Lease
 }
 
 // errChanged: MEMORY.md changed between its read and the write (compare-and-swap lost).
@@ -493,18 +498,19 @@ var errChanged = errors.New("MEMORY.md changed during the model call")
 // rewrite reads MEMORY.md, asks the model, checks its answer and writes it against the
 // version read; it returns the run's status and reason, or errChanged to ask again.
 func (w *Worker) rewrite(ctx context.Context, req Request, p prepared, run *ledger.Run) (string, string, error) {
-	cur, expect, err := w.readMemory(ctx, req.AgentID)
+	read, err := w.readMemory(ctx, req.AgentID)
 	if err != nil {
 		return "", "", err
 	}
-	reply, truncated, err := w.ask(ctx, p.agent, p.win, p.notes, p.n, cur, run)
+	cur := read.Content
+	reply, truncated, err := w.ask(ctx, p, cur, run)
 	if err != nil {
 		return "", "", err
 	}
 	if !reply.ShouldUpdate {
 		return store.RunSkipped, "the model saw nothing to consolidate: " + oneLine(reply.Reason) + p.suffix, nil
 	}
-	proposed := reply.MemoryContent
+	proposed, form := reply.MemoryContent, archive.ReasonRewrite
 	if len(reply.MemoryEdits) > 0 {
 		// Edits apply to the file as read for this call (the version written against
 		// below), all or nothing; a missing or ambiguous anchor refuses them without
@@ -513,7 +519,7 @@ func (w *Worker) rewrite(ctx context.Context, req Request, p prepared, run *ledg
 		if err != nil {
 			return store.RunRefused, "memory_edits refused: " + err.Error() + "; MEMORY.md left unchanged", nil
 		}
-		proposed = applied
+		proposed, form = applied, archive.ReasonEdit
 	}
 	// Trimmed as the summarizer trims memory_update: a model's leading blank line or
 	// trailing spaces never reach MEMORY.md.
@@ -529,62 +535,88 @@ func (w *Worker) rewrite(ctx context.Context, req Request, p prepared, run *ledg
 	if strings.TrimSpace(content) == strings.TrimSpace(cur) {
 		return store.RunSkipped, "the consolidation equals the current MEMORY.md: " + oneLine(reply.Reason), nil
 	}
-	if err := w.write(ctx, req.AgentID, content, expect, p.held, run); err != nil {
+	// The budget holds whatever the model answered; what leaves the file is archived.
+	fit := w.fit(ctx, p, read, content, form, run.RunID)
+	note, err := w.write(ctx, req.AgentID, fit, read.Version, p.held, run)
+	if err != nil {
 		return "", "", err
 	}
 	run.FilesChanged = []string{MemoryFile}
-	return store.RunCompleted, fmt.Sprintf("MEMORY.md consolidated from %d daily notes (%s to %s): %s%s",
-		p.n, p.win.from, p.win.to, oneLine(reply.Reason), p.suffix), nil
+	if note != nil {
+		run.FilesChanged = append(run.FilesChanged, note.Filename)
+	}
+	return store.RunCompleted, fmt.Sprintf("MEMORY.md consolidated from %d daily notes (%s to %s): %s%s%s",
+		p.n, p.win.from, p.win.to, oneLine(reply.Reason), p.suffix, demotedNote(fit, p.budgets.MemoryTokens)), nil
 }
 
-// write stores MEMORY.md against version expect, fenced by held; errChanged when it
-// changed meanwhile.
-func (w *Worker) write(ctx context.Context, agentID int64, content string, expect int64, held *lease.Lease, run *ledger.Run) error {
+// write stores f's MEMORY.md against version expect, fenced by held, and appends f's block
+// to the archive note in the same transaction; it returns the archive note written (nil when
+// nothing was archived), or errChanged when MEMORY.md changed meanwhile.
+func (w *Worker) write(ctx context.Context, agentID int64, f fitted, expect int64, held *lease.Lease, run *ledger.Run) (*workspace.File, error) {
 	// Fencing: a worker that lost its lease writes nothing.
 	if err := held.Err(); err != nil {
+		return nil, err
+	}
+	var note *workspace.File
+	inTx := func(tx *store.Tx) error {
+		if err := fence.InTx(held, agentID)(tx); err != nil {
+			return err
+		}
+		var err error
+		note, err = w.archiveInTx(tx, agentID, f, run.RunID)
 		return err
 	}
-	f, created, err := w.ws.Write(ctx, agentID, MemoryFile, content, expect,
-		workspace.Change{Actor: store.ActorEmergence, Ref: run.RunID, InTx: fence.InTx(held, agentID)})
+	mem, created, err := w.ws.Write(ctx, agentID, MemoryFile, f.content, expect,
+		workspace.Change{Actor: store.ActorEmergence, Ref: run.RunID, InTx: inTx})
+	var archErr *archiveError
+	if errors.As(err, &archErr) {
+		return nil, err
+	}
 	if errors.Is(err, workspace.ErrConflict) || errors.Is(err, workspace.ErrNotFound) {
-		return errChanged
+		return nil, errChanged
 	}
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if note != nil {
+		// The archive note was written in MEMORY.md's unit: its hooks (the recall index) run now.
+		w.ws.Committed(ctx, note, store.ActorEmergence)
 	}
 	if created {
 		// MEMORY.md had been deleted: the re-created file is a core file again.
 		on, order := true, 3
-		if _, err := w.ws.SetFlags(ctx, agentID, MemoryFile, &on, &order, f.Version,
+		if _, err := w.ws.SetFlags(ctx, agentID, MemoryFile, &on, &order, mem.Version,
 			workspace.Change{Actor: store.ActorEmergence, Ref: run.RunID}); err != nil {
 			w.log.Warn("emergence: enable re-created MEMORY.md", "agent", agentID, "err", err)
 		}
 	}
-	return nil
+	return note, nil
 }
 
-// readMemory returns MEMORY.md's content and the version to write against (CreateOnly when
-// the file does not exist).
-func (w *Worker) readMemory(ctx context.Context, agentID int64) (string, int64, error) {
+// readMemory returns MEMORY.md as read, whose version is the one to write against: a file of
+// version 0 (workspace.CreateOnly) when it does not exist.
+func (w *Worker) readMemory(ctx context.Context, agentID int64) (workspace.File, error) {
 	f, err := w.ws.Get(ctx, agentID, MemoryFile)
 	if errors.Is(err, workspace.ErrNotFound) {
-		return "", workspace.CreateOnly, nil
+		return workspace.File{AgentID: agentID, Filename: MemoryFile, Version: workspace.CreateOnly}, nil
 	}
 	if err != nil {
-		return "", 0, err
+		return workspace.File{}, err
 	}
-	return f.Content, f.Version, nil
+	return f, nil
 }
 
-func (w *Worker) ask(ctx context.Context, agent store.Agent, win window, notes string, n int, memory string, run *ledger.Run) (Reply, bool, error) {
-	lang := agent.Language
+func (w *Worker) ask(ctx context.Context, p prepared, memory string, run *ledger.Run) (Reply, bool, error) {
+	lang, win, notes := p.agent.Language, p.win, p.notes
 	system, err := w.prompts.Render("memory/emergence-system", lang, map[string]string{})
 	if err != nil {
 		return Reply{}, false, permanent(err)
 	}
 	user, err := w.prompts.Render("memory/emergence-user", lang, map[string]string{
-		"date": win.to, "day_range": strconv.Itoa(w.cfg.DayRange), "note_count": strconv.Itoa(n),
+		"date": win.to, "day_range": strconv.Itoa(w.cfg.DayRange), "note_count": strconv.Itoa(p.n),
 		"memory_content": memory, "daily_notes": notes,
+		// The budget (issue 22): MateClaw .txt templates, which do not name these, render as before.
+		"memory_tokens": strconv.Itoa(w.ws.CountTokens(memory)), "budget_tokens": strconv.Itoa(p.budgets.MemoryTokens),
 	})
 	if err != nil {
 		return Reply{}, false, permanent(err)

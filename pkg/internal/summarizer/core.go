@@ -175,6 +175,5 @@ func (p *plan) writes(name string) bool {
 
 // archiveHeader starts a new archive note.
 func archiveHeader(day string) string {
-	return "# Archive " + day + "\n\n" +
-		"Entries that left MEMORY.md or PROFILE.md, verbatim, with when, why and which run. Memory search finds them; they are not injected into the prompt.\n\n"
+	return archive.Header(day)
 }
