@@ -26,6 +26,9 @@ func dayWindow(now time.Time, loc *time.Location, days int) window {
 	return window{from: noon.AddDate(0, 0, -(days - 1)).Format(time.DateOnly), to: noon.Format(time.DateOnly)}
 }
 
+// dailyName is a daily note's name. Only daily notes are emergence's input: the archive notes
+// (memory/archive/YYYY-MM.md, package archive) never match, so what was demoted from
+// MEMORY.md does not flow back into it unasked (TestArchiveIsNotEmergenceInput).
 var dailyName = regexp.MustCompile(`^memory/(\d{4}-\d{2}-\d{2})\.md$`)
 
 // notesSlack is how many files besides the window's own may come first in name order
