@@ -27,7 +27,7 @@ func dayWindow(now time.Time, loc *time.Location, days int) window {
 }
 
 // dailyName is a daily note's name. Only daily notes are emergence's input: the archive notes
-// (memory/archive/YYYY-MM.md, package archive) never match, so what was demoted from
+// (memory/archive/YYYY-MM-DD.md, package archive) never match, so what was demoted from
 // MEMORY.md does not flow back into it unasked (TestArchiveIsNotEmergenceInput).
 var dailyName = regexp.MustCompile(`^memory/(\d{4}-\d{2}-\d{2})\.md$`)
 
