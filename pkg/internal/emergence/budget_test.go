@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -226,6 +228,42 @@ func TestArchiveIsNotEmergenceInput(t *testing.T) {
 		if !strings.Contains(user, "- A daily note.") || strings.Contains(user, "ARCHIVED-FACT") || strings.Contains(user, "memory/archive") ||
 			!strings.Contains(user, "(1 notes, newest first)") {
 			t.Fatalf("prompt:\n%s", user)
+		}
+	})
+}
+
+// A MateClaw .txt user template names no budget: it renders as before, and the budget holds
+// all the same.
+func TestMateClawTemplateWithoutBudget(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		const agent = 41
+		dir := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(dir, "memory"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "memory", "emergence-user.txt"), []byte("{day_range} 天\n{daily_notes}\n---\n{memory}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var f *fixture
+		f = newFixture(t, db, func(llmtest.Received) llmtest.Reply {
+			return llmtest.Reply{Content: jsonReply(true, "a habit recurs", f.memory(agent).Content+"\n- The user reviews pull requests every morning.\n")}
+		}, func(f *fixture) { f.prompts = dir })
+		f.write(agent, "MEMORY.md", richMemory)
+		f.write(agent, "memory/2026-04-03.md", "# 2026-04-03\n\n- Reviewed pull requests first thing.\n")
+		st, a := f.trigger(agent)
+		if st != 200 || a.Data.Status != "completed" {
+			t.Fatalf("trigger: %d %+v", st, a)
+		}
+		got := f.fake.Received()
+		if len(got) != 1 {
+			t.Fatalf("%d model calls, want 1", len(got))
+		}
+		want := "7 天\n### memory/2026-04-03.md\n# 2026-04-03\n\n- Reviewed pull requests first thing.\n\n---\n" + richMemory
+		if user := got[0].Messages[1].Content; user != want {
+			t.Fatalf("user prompt\n got %q\nwant %q", user, want)
+		}
+		if mem := f.memory(agent).Content; !strings.HasSuffix(mem, "- The user reviews pull requests every morning.") {
+			t.Fatalf("MEMORY.md %q", mem)
 		}
 	})
 }

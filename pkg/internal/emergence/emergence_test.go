@@ -53,6 +53,8 @@ type fixture struct {
 	srv    *httptest.Server
 	cfg    emergence.Config
 	quiet  *slog.Logger
+	// prompts is the prompt override folder (mate.prompts.dir); "" for the embedded ones.
+	prompts string
 }
 
 type option func(*fixture)
@@ -85,7 +87,7 @@ func newFixture(t *testing.T, db storetest.DB, h func(llmtest.Received) llmtest.
 	if f.fake != nil {
 		client = llm.NewOpenAI(f.fake.Config())
 	}
-	f.worker = emergence.NewWorker(wjs, f.ws, f.ledger, leases, client, prompt.NewLoader(""), f.cfg,
+	f.worker = emergence.NewWorker(wjs, f.ws, f.ledger, leases, client, prompt.NewLoader(f.prompts), f.cfg,
 		emergence.WithClock(clock), emergence.WithLogger(f.quiet), emergence.WithRegistry(prometheus.NewRegistry()))
 	if err := f.worker.Start(context.Background()); err != nil {
 		t.Fatal(err)
