@@ -13,7 +13,7 @@ import (
 
 // MEMORY.md's budget in an emergence (issue 22, docs/emergence.md): the prompt says how many
 // tokens the file has and its budget; whatever the model answers, the content written is
-// fitted to the budget (entries demoted, least recently introduced or confirmed first, when
+// fitted to the budget (entries demoted, least recently confirmed then introduced first, when
 // it is still over), and what left the file, dropped by the model or demoted, is appended
 // verbatim to the day's archive note in the transaction that writes MEMORY.md.
 
