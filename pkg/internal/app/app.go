@@ -27,12 +27,14 @@ import (
 	"golang.org/x/net/netutil"
 	"gorm.io/gorm"
 
+	"github.com/matememory/matememory/pkg/internal/blame"
 	"github.com/matememory/matememory/pkg/internal/bundle"
 	"github.com/matememory/matememory/pkg/internal/bus"
 	"github.com/matememory/matememory/pkg/internal/config"
 	"github.com/matememory/matememory/pkg/internal/conversation"
 	"github.com/matememory/matememory/pkg/internal/erasure"
 	"github.com/matememory/matememory/pkg/internal/httpapi"
+	"github.com/matememory/matememory/pkg/internal/ledger"
 	"github.com/matememory/matememory/pkg/internal/llmhealth"
 	"github.com/matememory/matememory/pkg/internal/mcpserver"
 	"github.com/matememory/matememory/pkg/internal/panics"
@@ -84,6 +86,8 @@ type App struct {
 	Workspace *workspace.Service
 	Messages  *conversation.Store
 	Tools     *tool.Tools
+	// Blame says where each line of a file came from (its history and the ledger's runs).
+	Blame *blame.Service
 	// Bundle exports and imports agents (API processes; nil on the others).
 	Bundle *bundle.Service
 	HTTP   *httpapi.Server
@@ -266,7 +270,9 @@ func (a *App) newCore() {
 	db, nc, js := a.DB, a.NC, a.JS
 	a.Workspace = a.newWorkspace(db, append(a.recallHook(), a.mcpHook(), workspace.WithBudgetMetrics(a.Registry, a.Log))...)
 	a.Messages = conversation.New(db)
+	a.Blame = blame.New(a.Workspace, ledger.New(db, a.Now))
 	a.Tools = tool.New(a.Workspace)
+	a.Tools.EnableBlame(a.Blame)
 	a.HTTP = httpapi.New(httpapi.NewAuthenticator(m.Auth.Keys), a.Registry, a.Log,
 		httpapi.WithTracing(a.TracerProvider, a.Propagator), httpapi.WithCORS(m.HTTP.CORSOrigins), httpapi.WithGuard(a.Guard))
 	a.HTTP.AddCheck("database", func(ctx context.Context) error {
@@ -339,6 +345,7 @@ func (a *App) build(ctx context.Context) error {
 	// scheduler processes serve /healthz, /readyz and /metrics alone.
 	if a.Has(TargetAPI) {
 		rest.RegisterWorkspace(a.HTTP, a.Workspace)
+		rest.RegisterBlame(a.HTTP, a.Blame)
 		rest.RegisterMessages(a.HTTP, a.Messages, a.Workspace)
 		rest.RegisterTools(a.HTTP, a.Tools)
 		a.Bundle = a.newBundle()

@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/matememory/matememory/pkg/internal/blame"
 	"github.com/matememory/matememory/pkg/internal/config"
+	"github.com/matememory/matememory/pkg/internal/ledger"
 	"github.com/matememory/matememory/pkg/internal/mcpserver"
 	"github.com/matememory/matememory/pkg/internal/panics"
 	"github.com/matememory/matememory/pkg/internal/recall"
@@ -81,7 +83,9 @@ func mcpStdio(ctx context.Context, cfg config.Config, log *slog.Logger, args []s
 		}
 		searcher = recall.NewSearcher(db, an, set, opts...)
 	}
-	tools := tool.New(a.newWorkspace(db, extra...))
+	ws := a.newWorkspace(db, extra...)
+	tools := tool.New(ws)
+	tools.EnableBlame(blame.New(ws, ledger.New(db, a.Now)))
 	if searcher != nil {
 		tools.EnableRecall(searcher)
 	}

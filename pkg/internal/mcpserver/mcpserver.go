@@ -176,6 +176,7 @@ var outputTypes = map[string]reflect.Type{
 	tool.WriteFile:    reflect.TypeFor[tool.WriteResult](),
 	tool.EditFile:     reflect.TypeFor[tool.EditResult](),
 	tool.HistoryFile:  reflect.TypeFor[tool.HistoryResult](),
+	tool.BlameFile:    reflect.TypeFor[tool.BlameResult](),
 	tool.RollbackFile: reflect.TypeFor[tool.RollbackResult](),
 	tool.AppendFile:   reflect.TypeFor[tool.AppendResult](),
 	tool.DeleteFile:   reflect.TypeFor[tool.DeleteResult](),
@@ -202,6 +203,7 @@ var titles = map[string][2]string{ // zh, en
 	tool.WriteFile:    {"写入记忆文件", "Write a memory file"},
 	tool.EditFile:     {"编辑记忆文件", "Edit a memory file"},
 	tool.HistoryFile:  {"记忆文件历史", "Memory file history"},
+	tool.BlameFile:    {"记忆文件每行的来源", "Where each line of a memory file came from"},
 	tool.RollbackFile: {"回滚记忆文件", "Roll back a memory file"},
 	tool.AppendFile:   {"追加到记忆文件", "Append to a memory file"},
 	tool.DeleteFile:   {"删除记忆文件", "Delete a memory file"},
@@ -249,7 +251,7 @@ func (s *Server) addTool(d tool.Definition) {
 func annotations(name, title string) *mcp.ToolAnnotations {
 	closed, destructive, notDestructive := false, true, false
 	switch name {
-	case tool.ListFiles, tool.ReadFile, tool.SearchMemory, tool.ReadLines, tool.HistoryFile:
+	case tool.ListFiles, tool.ReadFile, tool.SearchMemory, tool.ReadLines, tool.HistoryFile, tool.BlameFile:
 		return &mcp.ToolAnnotations{Title: title, ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &closed}
 	case tool.WriteFile, tool.DeleteFile:
 		return &mcp.ToolAnnotations{Title: title, DestructiveHint: &destructive, IdempotentHint: true, OpenWorldHint: &closed}

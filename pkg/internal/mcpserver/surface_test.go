@@ -83,6 +83,7 @@ func TestHTTPEveryToolIsTitledTypedAndCallable(t *testing.T) {
 		{tool.AppendFile, map[string]any{"filename": "memory/" + day + ".md", "text": "- likes walks"}},
 		{tool.ListFiles, map[string]any{}},
 		{tool.HistoryFile, map[string]any{"filename": "memory/" + day + ".md", "includeContent": true}},
+		{tool.BlameFile, map[string]any{"filename": "memory/" + day + ".md"}},
 		{tool.RollbackFile, map[string]any{"filename": "memory/" + day + ".md", "version": 1}},
 		{tool.ReadLines, map[string]any{"filename": "memory/" + day + ".md", "startLine": 1, "endLine": 3}},
 		{tool.SearchMemory, map[string]any{"query": "dog Biscuit"}},

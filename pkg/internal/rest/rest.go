@@ -22,8 +22,8 @@ import (
 // RegisterWorkspace adds the workspace file routes, the system-prompt injection and the
 // agent settings.
 //
-// A filename may contain '/', so the file routes take the rest of the path; …/history and
-// …/rollback are told apart from a filename by their suffix (a filename always ends in .md)
+// A filename may contain '/', so the file routes take the rest of the path; …/history,
+// …/rollback and …/blame (RegisterBlame) are told apart from a filename by their suffix (a filename always ends in .md)
 // and are documented as operations of their own.
 func RegisterWorkspace(s *httpapi.Server, ws *workspace.Service) {
 	h := wsHandlers{ws: ws}
@@ -105,7 +105,7 @@ func (in FileParams) ctxCheck(ctx context.Context, method string) error {
 	if err := httpapi.Act(ctx, in.AgentID); err != nil {
 		return err
 	}
-	for _, sfx := range []string{"history", "rollback"} {
+	for _, sfx := range []string{"history", "rollback", "blame"} {
 		if strings.HasSuffix(in.Filename, "/"+sfx) {
 			return httpapi.Errorf(http.StatusMethodNotAllowed, "%s is not supported on …/%s", method, sfx)
 		}

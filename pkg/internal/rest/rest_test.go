@@ -13,10 +13,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/matememory/matememory/pkg/internal/blame"
 	"github.com/matememory/matememory/pkg/internal/config"
 	"github.com/matememory/matememory/pkg/internal/conversation"
 	"github.com/matememory/matememory/pkg/internal/httpapi"
 	"github.com/matememory/matememory/pkg/internal/httpapi/apitest"
+	"github.com/matememory/matememory/pkg/internal/ledger"
 	"github.com/matememory/matememory/pkg/internal/rest"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
 	"github.com/matememory/matememory/pkg/internal/tool"
@@ -27,6 +29,7 @@ import (
 type server struct {
 	base   string
 	ws     *workspace.Service
+	led    *ledger.Ledger
 	client *http.Client
 }
 
@@ -39,6 +42,8 @@ func start(t *testing.T, db storetest.DB, keys string) *server {
 	ws := workspace.New(db.DB, workspace.WithDefaults("zh", "UTC"))
 	s := httpapi.New(httpapi.NewAuthenticator(parsed), prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
 	rest.RegisterWorkspace(s, ws)
+	led := ledger.New(db.DB, nil)
+	rest.RegisterBlame(s, blame.New(ws, led))
 	rest.RegisterMessages(s, conversation.New(db.DB), ws)
 	rest.RegisterTools(s, tool.New(ws))
 	ln, err := s.Listen("127.0.0.1:0")
@@ -50,7 +55,7 @@ func start(t *testing.T, db storetest.DB, keys string) *server {
 	go func() { defer close(done); _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close(); <-done })
 	// Every response is held against the OpenAPI document.
-	return &server{base: "http://" + ln.Addr().String(), ws: ws, client: apitest.New(t, s, nil).Client()}
+	return &server{base: "http://" + ln.Addr().String(), ws: ws, led: led, client: apitest.New(t, s, nil).Client()}
 }
 
 // reply is a decoded envelope.
@@ -455,6 +460,7 @@ func TestAuth(t *testing.T) {
 			{"PUT", "/api/v1/agents/1/files/MEMORY.md", `{"content":"pwned"}`},
 			{"DELETE", "/api/v1/agents/1/files/MEMORY.md", ""},
 			{"GET", "/api/v1/agents/1/files/MEMORY.md/history", ""},
+			{"GET", "/api/v1/agents/1/files/MEMORY.md/blame", ""},
 			{"GET", "/api/v1/agents/1/system-prompt", ""},
 			{"PATCH", "/api/v1/agents/1", `{"language":"en"}`},
 			{"POST", "/api/v1/agents/1/tools/read_workspace_memory_file", `{"filename":"MEMORY.md"}`},

@@ -9,8 +9,8 @@ import (
 	"github.com/matememory/matememory/pkg/internal/workspace"
 )
 
-// More tools, served over MCP next to the four: a file's history, rolling it back, appending
-// to it and deleting it. CallFull runs them for the caller's agent exactly like the four;
+// More tools, served over MCP next to the four: a file's history and its lines' provenance,
+// rolling it back, appending to it and deleting it. CallFull runs them for the caller's agent exactly like the four;
 // they are not among Definitions (what GET /api/v1/tools hands a chat model) nor run by Call
 // (the REST execution endpoint), where the workspace routes do these things.
 const (
@@ -21,7 +21,7 @@ const (
 )
 
 // MoreNames lists the more tools in the order MoreDefinitions returns them.
-var MoreNames = []string{HistoryFile, RollbackFile, AppendFile, DeleteFile}
+var MoreNames = []string{HistoryFile, BlameFile, RollbackFile, AppendFile, DeleteFile}
 
 // maxHistoryEntries bounds one history answer.
 const maxHistoryEntries = 100
@@ -109,6 +109,7 @@ func MoreDefinitions(language string) []Definition {
 				"filename":       filename,
 				"includeContent": prop("boolean", pick("为 true 时返回每个版本的内容，默认 false。", "Return each version's content when true; default false.")),
 			}, "filename")),
+		blameDefinition(pick, filename),
 		def(RollbackFile, pick(
 			"把一个工作区记忆文件恢复为历史中的某个版本（version 取自 read_workspace_memory_file_history）。恢复本身是一个新版本，之后也可以再回滚。",
 			"Restore a workspace memory file to a previous version (a version from read_workspace_memory_file_history). The rollback is itself a new version, so it can be rolled back too."),
@@ -134,6 +135,8 @@ func moreArgNames(tool string) []string {
 	switch tool {
 	case HistoryFile:
 		return []string{"filename", "includeContent"}
+	case BlameFile:
+		return []string{"filename", "startLine", "endLine"}
 	case RollbackFile:
 		return []string{"filename", "version"}
 	case AppendFile:
@@ -154,7 +157,7 @@ func (t *Tools) CallFull(ctx context.Context, agentID int64, name string, args j
 
 func isMoreTool(name string) bool {
 	switch name {
-	case HistoryFile, RollbackFile, AppendFile, DeleteFile:
+	case HistoryFile, BlameFile, RollbackFile, AppendFile, DeleteFile:
 		return true
 	}
 	return false
@@ -169,6 +172,8 @@ func (t *Tools) callMore(ctx context.Context, agentID int64, name string, args j
 	ch := workspace.Change{Actor: store.ActorTool, Ref: refFrom(ctx)}
 	lang := agent.Language
 	switch name {
+	case BlameFile:
+		return t.callBlame(ctx, agentID, name, args)
 	case HistoryFile:
 		var a historyArgs
 		if err := decodeArgs(name, args, &a); err != nil {

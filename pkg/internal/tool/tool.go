@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/matememory/matememory/pkg/internal/blame"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/workspace"
 )
@@ -32,10 +33,11 @@ var Names = []string{ListFiles, ReadFile, WriteFile, EditFile}
 type Tools struct {
 	ws     *workspace.Service
 	recall Searcher // nil: no recall tools
+	blame  Blamer
 }
 
 // New builds the tools over a workspace service.
-func New(ws *workspace.Service) *Tools { return &Tools{ws: ws} }
+func New(ws *workspace.Service) *Tools { return &Tools{ws: ws, blame: blame.New(ws, nil)} }
 
 // DefaultLanguage is the language of definitions when the caller names none.
 func (t *Tools) DefaultLanguage() string { return t.ws.Language() }
