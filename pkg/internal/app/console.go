@@ -54,7 +54,7 @@ func (a *App) buildConsole() error {
 		keys = append(keys, k.Key)
 	}
 	d := console.Deps{Auth: httpapi.NewAuthenticator(m.Auth.Keys), Keys: keys, Workspace: a.Workspace,
-		Ledger: ledger.New(a.DB, a.Now), JS: a.JS, Language: m.Language, Now: a.Now, Log: a.Log}
+		Ledger: ledger.New(a.DB, a.Now), Blame: a.Blame, JS: a.JS, Language: m.Language, Now: a.Now, Log: a.Log}
 	if a.parts.cron != nil {
 		d.Cron = a.parts.cron
 	}

@@ -67,7 +67,7 @@ func TestConsoleAccessibility(t *testing.T) {
 		}
 	}
 	pages := []string{"/console/agents/1", "/console/", "/console/agents/1/file?name=MEMORY.md",
-		"/console/agents/1/file/history?name=MEMORY.md", "/console/agents/1/file/rollback?name=MEMORY.md&to=1",
+		"/console/agents/1/file/history?name=MEMORY.md", "/console/agents/1/file/blame?name=MEMORY.md", "/console/agents/1/file/rollback?name=MEMORY.md&to=1",
 		"/console/agents/1/runs", "/console/runs", "/console/agents/1/prompt", "/console/agents/1/search?q=tea",
 		"/console/cron", "/console/ops"}
 	check := func(ctxB context.Context, label, path string) {

@@ -218,6 +218,21 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("history does not say who changed it: %q", s)
 	}
 	shot(t, ctxB, "history")
+
+	// Blame from the file page: the line the tool's first write added says so, with its
+	// version, the tool and the write's ref.
+	run(t, ctxB, "blame", chromedp.Navigate(fileURL), chromedp.WaitVisible(chromedp.ID("blame-link")),
+		chromedp.Click(chromedp.ID("blame-link")), chromedp.WaitVisible(chromedp.ID("blame")))
+	if s := text(t, ctxB, "#line-4"); !strings.Contains(s, "lives in Hangzhou") || !strings.Contains(s, "v2") ||
+		!strings.Contains(s, "tool") || !strings.Contains(s, "seed-test") {
+		t.Fatalf("blame of line 4 does not say where it came from: %q", s)
+	}
+	if s := text(t, ctxB, "#line-3"); !strings.Contains(s, "prefers oolong") || !strings.Contains(s, fmt.Sprintf("v%d", f.Version)) {
+		t.Fatalf("blame of the line saved over the conflict: %q", s)
+	}
+	shot(t, ctxB, "blame")
+	run(t, ctxB, "back to history", chromedp.Navigate(base+"/console/agents/1/file/history?name=MEMORY.md"),
+		chromedp.WaitVisible(chromedp.CSS("table.diff")))
 	run(t, ctxB, "rollback", chromedp.Click(chromedp.ID(fmt.Sprintf("rollback-%d", toolVersion))),
 		chromedp.WaitVisible(chromedp.ID("confirm-rollback")))
 	if f2, _ := ws.Get(ctx, 1, "MEMORY.md"); f2.Version != f.Version {
@@ -433,7 +448,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if err != nil || strings.Contains(list, `href="/console/agents/1"`) || !strings.Contains(list, `href="/console/agents/2"`) {
 		t.Fatalf("agent 2's list: %v %s", err, list)
 	}
-	for _, path := range []string{"/console/runs?agent=1", "/console/agents/1", "/console/agents/1/file?name=MEMORY.md", "/console/agents/1/runs", "/console/agents/1/file/history?name=MEMORY.md", "/console/ops"} {
+	for _, path := range []string{"/console/runs?agent=1", "/console/agents/1", "/console/agents/1/file?name=MEMORY.md", "/console/agents/1/runs", "/console/agents/1/file/history?name=MEMORY.md", "/console/agents/1/file/blame?name=MEMORY.md", "/console/ops"} {
 		run(t, ctxB, "forbidden "+path, chromedp.Navigate(base+path), chromedp.WaitVisible(chromedp.ID("error")))
 		if s := text(t, ctxB, "#error"); !strings.Contains(s, "agent 1") && !strings.Contains(s, "admin") {
 			t.Fatalf("%s with agent 2's key: %q", path, s)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/matememory/matememory/pkg/internal/blame"
 	"github.com/matememory/matememory/pkg/internal/cronjob"
 	"github.com/matememory/matememory/pkg/internal/emergence"
 	"github.com/matememory/matememory/pkg/internal/httpapi"
@@ -74,6 +75,8 @@ type Deps struct {
 	Window    Window
 	Search    Searcher
 	Pending   Pending
+	// Blame says where each line of a file came from (nil: blamed from Workspace and Ledger).
+	Blame Blamer
 	// Export downloads an agent's bundle (nil hides the link).
 	Export Exporter
 	// Erase erases agents (nil: the erase page says it is not available).
@@ -112,6 +115,9 @@ func New(d Deps) (*Console, error) {
 	if d.Ledger == nil {
 		return nil, errors.New("console: Ledger is required")
 	}
+	if d.Blame == nil {
+		d.Blame = blame.New(d.Workspace, d.Ledger)
+	}
 	p, err := loadPages()
 	if err != nil {
 		return nil, err
@@ -139,6 +145,7 @@ func (c *Console) routes() {
 	c.handle("POST "+Prefix+"/agents/{agentId}/file", c.saveFile)
 	c.handle("POST "+Prefix+"/agents/{agentId}/file/flags", c.saveFlags)
 	c.handle("GET "+Prefix+"/agents/{agentId}/file/history", c.historyPage)
+	c.handle("GET "+Prefix+"/agents/{agentId}/file/blame", c.blamePage)
 	c.handle("GET "+Prefix+"/agents/{agentId}/file/rollback", c.rollbackConfirm)
 	c.handle("POST "+Prefix+"/agents/{agentId}/file/rollback", c.rollback)
 	c.handle("GET "+Prefix+"/agents/{agentId}/erase", c.erasePage)

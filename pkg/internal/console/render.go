@@ -23,7 +23,7 @@ type pages struct {
 	md   goldmark.Markdown
 }
 
-var pageNames = []string{"signin", "error", "agents", "agent", "file", "conflict", "history", "rollback",
+var pageNames = []string{"signin", "error", "agents", "agent", "file", "conflict", "history", "blame", "rollback",
 	"prompt", "search", "runs", "cron", "cronedit", "ops", "outcome", "fires", "confirm", "erase"}
 
 func loadPages() (*pages, error) {

@@ -46,6 +46,7 @@ try {
     ["append_workspace_memory_file", { filename: file, text: "- likes apples" }],
     ["list_workspace_memory_files", {}],
     ["read_workspace_memory_file_history", { filename: file }],
+    ["blame_workspace_memory_file", { filename: file }],
     ["rollback_workspace_memory_file", { filename: file, version: 1 }],
     ["read_workspace_memory_lines", { filename: file, startLine: 1, endLine: 3 }],
     ["search_workspace_memory", { query: "parrot Kiwi" }],
