@@ -11,6 +11,8 @@ __all__ = [
     'Agent',
     'AgentBody',
     'AgentPage',
+    'Blame',
+    'BlameLine',
     'BundleConflict',
     'BundleCounts',
     'BundleImportReport',
@@ -27,6 +29,7 @@ __all__ = [
     'EnvelopeAgent',
     'EnvelopeAgentPage',
     'EnvelopeAny',
+    'EnvelopeBlame',
     'EnvelopeBundleImportReport',
     'EnvelopeBusRetried',
     'EnvelopeCronjobJob',
@@ -65,6 +68,7 @@ __all__ = [
     'FileHistory',
     'FileList',
     'LedgerRun',
+    'LineOrigin',
     'MateClawFile',
     'McpserverRPCError',
     'McpserverRPCErrorResponse',
@@ -140,6 +144,23 @@ class AgentPage(TypedDict):
     agents: list[WorkspaceAgentSummary] | None
     count: int
     nextAfter: NotRequired[int]
+
+
+class Blame(TypedDict):
+    """The Blame schema."""
+    agentId: int
+    count: int
+    filename: str
+    lines: list[BlameLine] | None
+    version: int
+
+
+class BlameLine(TypedDict):
+    """The BlameLine schema."""
+    confirmed: LineOrigin
+    introduced: LineOrigin
+    number: int
+    text: str
 
 
 class BundleConflict(TypedDict):
@@ -330,6 +351,15 @@ class EnvelopeAny(TypedDict):
     code: int
     "The HTTP status code, repeated."
     data: Any
+    msg: NotRequired[str]
+    "Empty on success."
+
+
+class EnvelopeBlame(TypedDict):
+    """The EnvelopeBlame schema."""
+    code: int
+    "The HTTP status code, repeated."
+    data: Blame
     msg: NotRequired[str]
     "Empty on success."
 
@@ -691,6 +721,18 @@ class LedgerRun(TypedDict):
     status: str
     tokensIn: int
     tokensOut: int
+
+
+class LineOrigin(TypedDict):
+    """The LineOrigin schema."""
+    action: NotRequired[str]
+    actor: NotRequired[str]
+    conversations: NotRequired[list[str] | None]
+    eventId: NotRequired[str]
+    ref: NotRequired[str]
+    runKind: NotRequired[str]
+    time: str
+    version: int
 
 
 class MateClawFile(TypedDict):

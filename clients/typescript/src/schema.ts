@@ -241,6 +241,26 @@ export interface paths {
         patch: operations["setFileFlags"];
         trace?: never;
     };
+    "/api/v1/agents/{agentId}/files/{filename}/blame": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Say where every line of a file came from
+         * @description Every line of the current version with the change that introduced it and the newest change that kept it (computed from the history as git blame does): version, actor, action, ref and time, and for a pipeline run's change (ref is the run id) the run's kind, event id and conversation ids from the ledger. A change of the flags alone confirms no line.
+         */
+        get: operations["getFileBlame"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/agents/{agentId}/files/{filename}/history": {
         parameters: {
             query?: never;
@@ -788,6 +808,23 @@ export interface components {
             /** Format: int64 */
             nextAfter?: number;
         };
+        Blame: {
+            /** Format: int64 */
+            agentId: number;
+            /** Format: int64 */
+            count: number;
+            filename: string;
+            lines: components["schemas"]["BlameLine"][] | null;
+            /** Format: int64 */
+            version: number;
+        };
+        BlameLine: {
+            confirmed: components["schemas"]["LineOrigin"];
+            introduced: components["schemas"]["LineOrigin"];
+            /** Format: int64 */
+            number: number;
+            text: string;
+        };
         BundleConflict: {
             /** Format: int64 */
             bundleVersion?: number;
@@ -1028,6 +1065,17 @@ export interface components {
              */
             code: number;
             data: unknown;
+            /** @description Empty on success. */
+            msg?: string;
+        };
+        EnvelopeBlame: {
+            /**
+             * Format: int64
+             * @description The HTTP status code, repeated.
+             * @example 200
+             */
+            code: number;
+            data: components["schemas"]["Blame"];
             /** @description Empty on success. */
             msg?: string;
         };
@@ -1464,6 +1512,18 @@ export interface components {
             tokensIn: number;
             /** Format: int64 */
             tokensOut: number;
+        };
+        LineOrigin: {
+            action?: string;
+            actor?: string;
+            conversations?: string[] | null;
+            eventId?: string;
+            ref?: string;
+            runKind?: string;
+            /** Format: date-time */
+            time: string;
+            /** Format: int64 */
+            version: number;
         };
         MateClawFile: {
             /** Format: int64 */
@@ -3313,6 +3373,76 @@ export interface operations {
             };
             /** @description Unsupported Media Type */
             415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+        };
+    };
+    getFileBlame: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The agent's id, a positive integer; the key must be allowed to act for it. */
+                agentId: number;
+                /** @description The file's name: a relative path ending in .md; it may contain '/' (send it as is or percent-encoded), never '.', '..', empty segments, a backslash, a drive prefix (C:) or control characters. */
+                filename: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["EnvelopeBlame"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Not Found */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

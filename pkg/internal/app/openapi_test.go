@@ -62,7 +62,7 @@ func TestOpenAPIDocument(t *testing.T) {
 		t.Errorf("openapi %q", doc.OpenAPI)
 	}
 	for _, want := range []string{"get /healthz", "get /readyz", "get /metrics", "get /api/v1/openapi.json",
-		"get /api/v1/agents/{agentId}/files/{filename}/history", "post /api/v1/agents/{agentId}/files/{filename}/rollback",
+		"get /api/v1/agents/{agentId}/files/{filename}/history", "get /api/v1/agents/{agentId}/files/{filename}/blame", "post /api/v1/agents/{agentId}/files/{filename}/rollback",
 		"get /api/v1/agents/{agentId}/workspace/files", "post /api/v1/agents/{agentId}/mcp"} {
 		method, path, _ := strings.Cut(want, " ")
 		if _, ok := doc.Paths[path][method]; !ok {
