@@ -44,6 +44,8 @@ type RunOptions struct {
 // Month is one simulated month's figures.
 type Month struct {
 	Month int
+	// Days is the month's simulated days (30, fewer for the last).
+	Days int
 	// CoreMax and CoreEnd are MEMORY.md's and PROFILE.md's tokens: the highest at the end of
 	// a day, and at the end of the month. OverBudgetDays counts days that ended above a budget.
 	CoreMax, CoreEnd, OverBudgetDays int
@@ -132,7 +134,7 @@ func Run(ctx context.Context, env Env, s Script, o RunOptions) (Report, error) {
 	}
 	if rep.ContextDay == 0 && len(rep.Months) >= 2 {
 		last, prev := rep.Months[len(rep.Months)-1], rep.Months[len(rep.Months)-2]
-		if growth := float64(last.CoreEnd-prev.CoreEnd) / 30; growth > 0 {
+		if growth := float64(last.CoreEnd-prev.CoreEnd) / float64(max(last.Days, 1)); growth > 0 {
 			rep.ProjectedContextDay = len(s.Days) + int(float64(o.ContextTokens-last.CoreEnd)/growth)
 		}
 	}
@@ -180,7 +182,7 @@ func coreSize(ctx context.Context, env Env) (day, error) {
 }
 
 func month(ctx context.Context, env Env, n int, days []day, runs []client.Run) (Month, error) {
-	m := Month{Month: n, Extractions: len(runs)}
+	m := Month{Month: n, Days: len(days), Extractions: len(runs)}
 	for _, d := range days {
 		m.CoreMax = max(m.CoreMax, d.core)
 		if d.over > 0 {
