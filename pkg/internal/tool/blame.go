@@ -85,17 +85,9 @@ func (t *Tools) callBlame(ctx context.Context, agentID int64, name string, args 
 	if a.StartLine != nil {
 		start = *a.StartLine
 	}
-	end := start + maxReadLines - 1
-	if a.EndLine != nil {
-		end = *a.EndLine
-	}
-	switch {
-	case start < 1:
-		return nil, badArgs("%s: startLine must be 1 or more, got %d", name, start)
-	case end < start:
-		return nil, badArgs("%s: endLine %d is before startLine %d", name, end, start)
-	case end-start+1 > maxReadLines:
-		return nil, badArgs("%s: at most %d lines per call; asked for %d", name, maxReadLines, end-start+1)
+	end, err := lineRange(name, start, a.EndLine, maxReadLines)
+	if err != nil {
+		return nil, err
 	}
 	f, err := t.blame.Blame(ctx, agentID, *a.Filename)
 	if err != nil {

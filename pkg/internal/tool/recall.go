@@ -142,17 +142,9 @@ func (t *Tools) callRecall(ctx context.Context, agentID int64, name string, args
 		return nil, err
 	}
 	start := *a.StartLine
-	end := start + 49
-	if a.EndLine != nil {
-		end = *a.EndLine
-	}
-	switch {
-	case start < 1:
-		return nil, badArgs("%s: startLine must be 1 or more, got %d", name, start)
-	case end < start:
-		return nil, badArgs("%s: endLine %d is before startLine %d", name, end, start)
-	case end-start+1 > maxReadLines:
-		return nil, badArgs("%s: at most %d lines per call; asked for %d", name, maxReadLines, end-start+1)
+	end, err := lineRange(name, start, a.EndLine, 50)
+	if err != nil {
+		return nil, err
 	}
 	f, err := t.ws.Get(ctx, agentID, *a.Filename)
 	if err != nil {
@@ -181,4 +173,22 @@ func parseDay(tool, field string, s *string) (time.Time, error) {
 		return time.Time{}, badArgs("%s: %s must be a day as YYYY-MM-DD, got %q", tool, field, *s)
 	}
 	return d, nil
+}
+
+// lineRange checks a tool's startLine and endLine (span lines from start when endLine is
+// absent) and returns the last line.
+func lineRange(name string, start int, endLine *int, span int) (int, error) {
+	end := start + span - 1
+	if endLine != nil {
+		end = *endLine
+	}
+	switch {
+	case start < 1:
+		return 0, badArgs("%s: startLine must be 1 or more, got %d", name, start)
+	case end < start:
+		return 0, badArgs("%s: endLine %d is before startLine %d", name, end, start)
+	case end-start+1 > maxReadLines:
+		return 0, badArgs("%s: at most %d lines per call; asked for %d", name, maxReadLines, end-start+1)
+	}
+	return end, nil
 }
