@@ -10,7 +10,6 @@ import (
 	"github.com/matememory/matememory/pkg/internal/bus"
 	"github.com/matememory/matememory/pkg/internal/httpapi"
 	"github.com/matememory/matememory/pkg/internal/tracing"
-	"github.com/matememory/matememory/pkg/internal/workspace"
 	"github.com/nats-io/nats.go/jetstream"
 	"net/http"
 	"strings"
@@ -114,7 +113,7 @@ func (h wsHandlers) overBudget(ctx context.Context, in *overBudgetInput) (*httpa
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.OK(OverBudgetList{Count: len(files), Files: each(files, func(o workspace.OverBudget) api.OverBudget { return api.OverBudget(o) })}), nil
+	return httpapi.OK(OverBudgetList{Count: len(files), Files: files}), nil
 }
 
 // textJSON is s as a JSON string, written as the API writes strings (no HTML escaping).

@@ -24,7 +24,7 @@ func RegisterTools(s *httpapi.Server, t *tool.Tools) {
 			if lang == "" {
 				lang = t.DefaultLanguage()
 			}
-			return httpapi.OK(each(t.Definitions(lang), apiTool)), nil
+			return httpapi.OK(t.Definitions(lang)), nil
 		})
 	httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: "/api/v1/agents/{agentId}/tools/{toolName}", OperationID: "callTool", Tags: tags,
 		Summary:     "Run a workspace memory tool for the agent in the URL",

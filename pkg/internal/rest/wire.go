@@ -3,7 +3,6 @@ package rest
 import (
 	"github.com/matememory/matememory/pkg/api"
 	"github.com/matememory/matememory/pkg/internal/ledger"
-	"github.com/matememory/matememory/pkg/internal/tool"
 	"github.com/matememory/matememory/pkg/internal/workspace"
 )
 
@@ -22,9 +21,6 @@ func apiRun(r ledger.Run) api.Run {
 		TokensOut: r.TokensOut, LatencyMs: r.LatencyMs, FilesChanged: r.FilesChanged, Attempt: r.Attempt, CreateTime: r.CreateTime}
 }
 
-func apiTool(d tool.Definition) api.ToolDefinition {
-	return api.ToolDefinition{Type: d.Type, Function: api.ToolFunction(d.Function)}
-}
 
 // each converts a slice; nil stays nil (a field without omitempty then reads null, as it
 // did before the conversion).

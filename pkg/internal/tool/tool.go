@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/matememory/matememory/pkg/api"
 	"github.com/matememory/matememory/pkg/internal/fault"
 	"strings"
 	"time"
@@ -43,17 +44,11 @@ func New(ws *workspace.Service) *Tools { return &Tools{ws: ws, blame: blame.New(
 func (t *Tools) DefaultLanguage() string { return t.ws.Language() }
 
 // Definition is an OpenAI function-calling tool definition.
-type Definition struct {
-	Type     string   `json:"type"`
-	Function Function `json:"function"`
-}
-
-// Function is the function part of a Definition.
-type Function struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Parameters  json.RawMessage `json:"parameters"`
-}
+type (
+	Definition = api.ToolDefinition
+	// Function is the function part of a Definition.
+	Function = api.ToolFunction
+)
 
 // badArgs is a tool call the caller got wrong: fault's one invalid-input error.
 func badArgs(format string, args ...any) error { return fault.Invalidf(format, args...) }

@@ -3,9 +3,9 @@ package workspace
 import (
 	"context"
 	"fmt"
+	"github.com/matememory/matememory/pkg/api"
 	"log/slog"
 	"sort"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
@@ -211,14 +211,7 @@ func (s *Service) afterWrite(ctx context.Context, agentID int64, f *File, actor 
 }
 
 // OverBudget is one budgeted file of an agent over its budget.
-type OverBudget struct {
-	AgentID      int64     `json:"agentId"`
-	Filename     string    `json:"filename"`
-	Tokens       int       `json:"tokens"`
-	BudgetTokens int       `json:"budgetTokens"`
-	Version      int64     `json:"version"`
-	UpdateTime   time.Time `json:"updateTime"`
-}
+type OverBudget = api.OverBudget
 
 // overBudgetScan is how many core files one scan query reads at a time.
 const overBudgetScan = 500
