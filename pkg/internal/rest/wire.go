@@ -21,7 +21,6 @@ func apiRun(r ledger.Run) api.Run {
 		TokensOut: r.TokensOut, LatencyMs: r.LatencyMs, FilesChanged: r.FilesChanged, Attempt: r.Attempt, CreateTime: r.CreateTime}
 }
 
-
 // each converts a slice; nil stays nil (a field without omitempty then reads null, as it
 // did before the conversion).
 func each[T, U any](in []T, f func(T) U) []U {
