@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"fmt"
+	"github.com/matememory/matememory/pkg/api"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,7 +62,7 @@ func TestConsoleAccessibility(t *testing.T) {
 	}
 	runs := ledger.New(a.DB, nil)
 	for i, st := range []string{"completed", "skipped", "deferred", "failed", "refused"} {
-		if _, err := runs.Record(ctx, ledger.Run{Kind: ledger.KindSummarize, AgentID: 1, Status: st, Reason: "reason " + st,
+		if _, err := runs.Record(ctx, ledger.Run{Kind: ledger.KindSummarize, AgentID: 1, Status: api.RunStatus(st), Reason: "reason " + st,
 			EventID: fmt.Sprint("evt-", i), FilesChanged: []string{"MEMORY.md"}, LatencyMs: int64(100 * (i + 1))}); err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"fmt"
+	"github.com/matememory/matememory/pkg/api"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -50,7 +51,7 @@ func BenchmarkPages(b *testing.B) {
 	statuses := []string{"completed", "skipped", "deferred", "failed"}
 	for i := 0; i < 1000; i++ {
 		if _, err := runs.Record(ctx, ledger.Run{Kind: ledger.KindSummarize, AgentID: agent, EventID: fmt.Sprintf("evt-%d", i),
-			Status: statuses[i%4], Reason: "extracted 4 messages from 1 conversation", Model: "gpt-4o-mini", TokensIn: 900, TokensOut: 120,
+			Status: api.RunStatus(statuses[i%4]), Reason: "extracted 4 messages from 1 conversation", Model: "gpt-4o-mini", TokensIn: 900, TokensOut: 120,
 			LatencyMs: int64(800 + i%500), FilesChanged: []string{"memory/2026-01-01.md"}, CreateTime: now.Add(-time.Duration(i) * time.Minute)}); err != nil {
 			b.Fatal(err)
 		}

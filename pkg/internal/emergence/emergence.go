@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/matememory/matememory/pkg/api"
 	"log/slog"
 	"regexp"
 	"strconv"
@@ -331,7 +332,7 @@ func (w *Worker) handle(ctx context.Context, d *bus.Delivery[Request]) bus.Outco
 	hctx, cancel := context.WithTimeout(ctx, w.cfg.HandlerTimeout)
 	run, err := w.consolidate(hctx, req, d.Attempt)
 	cancel()
-	d.Span.SetAttributes(attribute.Int64("matememory.agent_id", req.AgentID), attribute.String("matememory.run.status", run.Status))
+	d.Span.SetAttributes(attribute.Int64("matememory.agent_id", req.AgentID), attribute.String("matememory.run.status", string(run.Status)))
 	if act := classify(err); act == actRetry || act == actDeadLetter {
 		d.Span.RecordError(err)
 		d.Span.SetStatus(codes.Error, err.Error())
@@ -374,7 +375,7 @@ func (w *Worker) reply(req Request, run ledger.Run, retrying bool) {
 	if req.ReplyTo == "" || !strings.HasPrefix(req.ReplyTo, inboxPrefix) || run.RunID == "" {
 		return
 	}
-	data, _ := json.Marshal(Outcome{RequestID: req.RequestID, RunID: run.RunID, Status: run.Status,
+	data, _ := json.Marshal(Outcome{RequestID: req.RequestID, RunID: run.RunID, Status: string(run.Status),
 		Reason: run.Reason, Retrying: retrying})
 	if err := w.js.Conn().Publish(req.ReplyTo, data); err != nil {
 		w.log.Warn("emergence: reply", "request", req.RequestID, "err", err)
@@ -398,7 +399,7 @@ func (w *Worker) consolidate(ctx context.Context, req Request, attempt int) (led
 	default:
 		run.Status, run.Reason = store.RunFailed, err.Error()
 	}
-	w.count(run.Status)
+	w.count(string(run.Status))
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if _, rerr := w.ledger.Record(rctx, run); rerr != nil {
@@ -423,7 +424,7 @@ func (w *Worker) consolidate(ctx context.Context, req Request, attempt int) (led
 func (w *Worker) attempt(ctx context.Context, req Request, run *ledger.Run) error {
 	done := func(status, reason string) error {
 		// The reason quotes the model: secrets masked before the ledger and the caller.
-		run.Status, run.Reason = status, guard.Redact(reason)
+		run.Status, run.Reason = api.RunStatus(status), guard.Redact(reason)
 		return nil
 	}
 	if !w.cfg.Enabled {

@@ -179,7 +179,7 @@ func (t *Trigger) await(ctx context.Context, sub *nats.Subscription, agentID int
 		runs, lerr := t.runs.List(ctx, ledger.Filter{AgentID: agentID, Kind: ledger.KindEmergence, EventID: requestID, Limit: 1})
 		if lerr == nil && len(runs) > 0 && runs[0].Status != store.RunDeferred {
 			r := runs[0]
-			return Outcome{RequestID: requestID, RunID: r.RunID, Status: r.Status, Reason: r.Reason}, nil
+			return Outcome{RequestID: requestID, RunID: r.RunID, Status: string(r.Status), Reason: r.Reason}, nil
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/matememory/matememory/pkg/api"
 	"time"
 
 	"github.com/google/uuid"
@@ -22,23 +23,7 @@ const (
 )
 
 // Run is one attempt.
-type Run struct {
-	RunID         string    `json:"runId"`
-	Kind          string    `json:"kind"`
-	AgentID       int64     `json:"agentId"`
-	EventID       string    `json:"eventId,omitempty"`
-	Conversations []string  `json:"conversations"`
-	Status        string    `json:"status"`
-	Reason        string    `json:"reason,omitempty"`
-	Model         string    `json:"model,omitempty"`
-	Provider      string    `json:"provider,omitempty"`
-	TokensIn      int       `json:"tokensIn"`
-	TokensOut     int       `json:"tokensOut"`
-	LatencyMs     int64     `json:"latencyMs"`
-	FilesChanged  []string  `json:"filesChanged"`
-	Attempt       int       `json:"attempt"`
-	CreateTime    time.Time `json:"createTime"`
-}
+type Run = api.Run
 
 // Ledger writes and reads runs.
 type Ledger struct {

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"github.com/matememory/matememory/pkg/api"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ func TestFiltersAndLatest(t *testing.T) {
 		t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 		for i, st := range []string{"completed", "failed", "completed", "skipped"} {
 			for _, agent := range []int64{1, 2} {
-				if _, err := l.Record(ctx, Run{Kind: KindSummarize, AgentID: agent, Status: st, Reason: st,
+				if _, err := l.Record(ctx, Run{Kind: KindSummarize, AgentID: agent, Status: api.RunStatus(st), Reason: st,
 					CreateTime: t0.Add(time.Duration(i) * time.Hour)}); err != nil {
 					t.Fatal(err)
 				}

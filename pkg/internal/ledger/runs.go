@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/matememory/matememory/pkg/api"
 
 	"github.com/matememory/matememory/pkg/internal/store"
 )
@@ -29,7 +30,7 @@ func (l *Ledger) Runs(ctx context.Context, agentID int64, runIDs []string) (map[
 
 // fromRow is a ledger row as a Run.
 func fromRow(r store.MemoryRun) Run {
-	run := Run{RunID: r.RunID, Kind: r.Kind, AgentID: r.AgentID, EventID: r.EventID, Status: r.Status,
+	run := Run{RunID: r.RunID, Kind: r.Kind, AgentID: r.AgentID, EventID: r.EventID, Status: api.RunStatus(r.Status),
 		Reason: r.Reason, Model: r.Model, Provider: r.Provider, TokensIn: r.TokensIn, TokensOut: r.TokensOut,
 		LatencyMs: r.LatencyMs, Attempt: r.Attempt, CreateTime: r.CreateTime}
 	_ = json.Unmarshal([]byte(r.Conversations), &run.Conversations)

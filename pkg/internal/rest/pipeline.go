@@ -156,7 +156,7 @@ func (h pipelineHandlers) runs(ctx context.Context, in *runsInput) (*httpapi.Res
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.OK(RunList{AgentID: in.AgentID, Count: len(runs), Runs: each(runs, apiRun)}), nil
+	return httpapi.OK(RunList{AgentID: in.AgentID, Count: len(runs), Runs: runs}), nil
 }
 
 func (h pipelineHandlers) pending(ctx context.Context, in *httpapi.AgentPath) (*httpapi.Response[api.Pending], error) {

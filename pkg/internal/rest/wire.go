@@ -2,7 +2,6 @@ package rest
 
 import (
 	"github.com/matememory/matememory/pkg/api"
-	"github.com/matememory/matememory/pkg/internal/ledger"
 	"github.com/matememory/matememory/pkg/internal/workspace"
 )
 
@@ -13,12 +12,6 @@ func apiFile(f workspace.File) api.File {
 	return api.File{AgentID: f.AgentID, Filename: f.Filename, Content: f.Content, FileSize: f.FileSize,
 		Enabled: f.Enabled, SortOrder: f.SortOrder, Version: f.Version, CreateTime: f.CreateTime,
 		UpdateTime: f.UpdateTime, Tokens: f.Tokens, BudgetTokens: f.BudgetTokens}
-}
-
-func apiRun(r ledger.Run) api.Run {
-	return api.Run{RunID: r.RunID, Kind: r.Kind, AgentID: r.AgentID, EventID: r.EventID, Conversations: r.Conversations,
-		Status: api.RunStatus(r.Status), Reason: r.Reason, Model: r.Model, Provider: r.Provider, TokensIn: r.TokensIn,
-		TokensOut: r.TokensOut, LatencyMs: r.LatencyMs, FilesChanged: r.FilesChanged, Attempt: r.Attempt, CreateTime: r.CreateTime}
 }
 
 // each converts a slice; nil stays nil (a field without omitempty then reads null, as it

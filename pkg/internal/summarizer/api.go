@@ -151,6 +151,6 @@ func (api API) recordedOutcome(ctx context.Context, agentID int64, requestID str
 		return event.Outcome{}, false
 	}
 	r := runs[0]
-	return event.Outcome{Status: r.Status, Reason: r.Reason, RunID: r.RunID,
+	return event.Outcome{Status: string(r.Status), Reason: r.Reason, RunID: r.RunID,
 		Retrying: r.Status == store.RunFailed && !strings.Contains(r.Reason, "dead-lettered")}, true
 }

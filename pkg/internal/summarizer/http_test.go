@@ -171,7 +171,7 @@ func summarizeManually(t *testing.T, h *harness, url string, agent int64, conv s
 		if last.Status == store.RunFailed && !strings.Contains(last.Reason, "dead-lettered") {
 			return false // retried again
 		}
-		o.Status, o.Reason, o.RunID = last.Status, last.Reason, last.RunID
+		o.Status, o.Reason, o.RunID = string(last.Status), last.Reason, last.RunID
 		return true
 	})
 	return o

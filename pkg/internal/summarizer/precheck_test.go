@@ -66,7 +66,7 @@ func TestPreCheckConformance(t *testing.T) {
 				t.Errorf("%s: no ledger row", c.name)
 				continue
 			}
-			if runs[0].Status != c.status || !strings.Contains(runs[0].Reason, c.reason) {
+			if string(runs[0].Status) != c.status || !strings.Contains(runs[0].Reason, c.reason) {
 				t.Errorf("%s: last run %s %q, want %s with %q", c.name, runs[0].Status, runs[0].Reason, c.status, c.reason)
 			}
 		}

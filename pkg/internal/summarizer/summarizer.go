@@ -19,6 +19,7 @@ package summarizer
 import (
 	"context"
 	"fmt"
+	"github.com/matememory/matememory/pkg/api"
 	"log/slog"
 	"math/rand/v2"
 	"strings"
@@ -298,7 +299,7 @@ func (s *Service) settle(job Job, a *attempt, res Result) Result {
 		// Final: nothing retries it (the Go client's WaitRun stops on this word).
 		res.Reason += " (dead-lettered)"
 	}
-	a.run.Status, a.run.Reason = res.Status, res.Reason
+	a.run.Status, a.run.Reason = api.RunStatus(res.Status), res.Reason
 	a.run.FilesChanged = res.FilesChanged
 	a.run.LatencyMs = time.Since(a.start).Milliseconds()
 	res.RunID = a.run.RunID
