@@ -150,7 +150,7 @@ func (h wsHandlers) list(ctx context.Context, in *listInput) (*httpapi.Response[
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.OK(FileList{AgentID: in.AgentID, Count: len(files), Files: each(files, func(i workspace.Info) api.FileInfo { return api.FileInfo(i) })}), nil
+	return httpapi.OK(FileList{AgentID: in.AgentID, Count: len(files), Files: files}), nil
 }
 
 func (h wsHandlers) get(ctx context.Context, in *FileParams) (*httpapi.Versioned[api.File], error) {
@@ -180,7 +180,7 @@ func (h wsHandlers) history(ctx context.Context, in *FileParams) (*httpapi.Respo
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.OK(FileHistory{AgentID: in.AgentID, Filename: in.Filename, Count: len(entries), History: each(entries, func(e workspace.HistoryEntry) api.HistoryEntry { return api.HistoryEntry(e) })}), nil
+	return httpapi.OK(FileHistory{AgentID: in.AgentID, Filename: in.Filename, Count: len(entries), History: entries}), nil
 }
 
 type putBody struct {

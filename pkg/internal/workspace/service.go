@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/matememory/matememory/pkg/api"
 	"log/slog"
 	"sort"
 	"strings"
@@ -73,29 +74,10 @@ type File struct {
 }
 
 // Info is a file without its content (for listings).
-type Info struct {
-	Filename   string    `json:"filename"`
-	Enabled    bool      `json:"enabled"`
-	FileSize   int64     `json:"fileSize"`
-	SortOrder  int       `json:"sortOrder"`
-	Version    int64     `json:"version"`
-	UpdateTime time.Time `json:"updateTime"`
-	// Tokens and BudgetTokens are set for a budgeted core file, as in File.
-	Tokens       *int `json:"tokens,omitempty"`
-	BudgetTokens *int `json:"budgetTokens,omitempty"`
-}
+type Info = api.FileInfo
 
 // HistoryEntry is one previous version of a file.
-type HistoryEntry struct {
-	Version    int64     `json:"version"`
-	Content    string    `json:"content"`
-	FileSize   int64     `json:"fileSize"`
-	Enabled    bool      `json:"enabled"`
-	Action     string    `json:"action"`
-	Actor      string    `json:"actor"`
-	Ref        string    `json:"ref"`
-	ReplacedAt time.Time `json:"replacedAt"`
-}
+type HistoryEntry = api.HistoryEntry
 
 // AgentHook runs inside the transaction that records a newly seen agent, so that what it
 // creates (a cron job, say) exists exactly when the agent does.
