@@ -11,6 +11,7 @@ package archive
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -58,9 +59,10 @@ const (
 // Removed lists the entries of before that after no longer holds: lines a change deleted
 // that it did not only move elsewhere, grouped into the entries they belonged to. A line
 // that is part of an entry whose other lines stay (an item with one sub-line changed) is
-// kept as the entry's removed part, so every removed byte is accounted for. lines, when not
-// nil, is before's blame: each entry's Origin is then its first removed line's introduction.
-func Removed(before, after string, lines []blame.Line) []Entry {
+// kept as the entry's removed part, so every removed byte is accounted for. blameOf, when not
+// nil, gives before's blame (called only when something was removed): each entry's Origin is
+// then its first removed line's introduction.
+func Removed(before, after string, blameOf func() []blame.Line) []Entry {
 	dmp := diffmatchpatch.New()
 	ca, cb, table := dmp.DiffLinesToChars(before, after)
 	diffs := dmp.DiffCharsToLines(dmp.DiffMain(ca, cb, false), table)
@@ -90,6 +92,10 @@ func Removed(before, after string, lines []blame.Line) []Entry {
 		case diffmatchpatch.DiffEqual:
 			at += n
 		}
+	}
+	var lines []blame.Line
+	if blameOf != nil && slices.Contains(gone, true) {
+		lines = blameOf()
 	}
 	var out []Entry
 	for _, e := range entries(before) {

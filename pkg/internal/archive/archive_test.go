@@ -44,7 +44,7 @@ func TestRemoved(t *testing.T) {
 	for i, l := range splitLines(memory) {
 		lines = append(lines, blame.Line{Number: i + 1, Text: l, Introduced: blame.Change{Version: int64(i + 1)}})
 	}
-	r := Removed(memory, "", lines)
+	r := Removed(memory, "", func() []blame.Line { return lines })
 	if len(r) != 4 {
 		t.Fatalf("emptied file: %d entries, want 4: %+v", len(r), r)
 	}

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/matememory/matememory/pkg/internal/llm"
 	"github.com/matememory/matememory/pkg/internal/memedit"
 	"github.com/matememory/matememory/pkg/internal/prompt"
+	"github.com/matememory/matememory/pkg/internal/workspace"
 )
 
 // HighWater is the share of its budget past which a file is consolidated before the next
@@ -159,16 +161,63 @@ func sep(a, b []archive.Entry) string {
 // after. A content over the budget is demoted down to Target, not just under the budget, so
 // that the next extractions have room before the file passes its high-water mark again.
 func Fit(before, after string, within func(text string, share float64) bool, history func() []blame.Revision, change blame.Change) Fitted {
-	f := Fitted{Content: after, Removed: archive.Removed(before, after, nil)}
-	over := !within(after, 1)
-	if len(f.Removed) == 0 && !over {
-		return f
+	var revs []blame.Revision
+	read := false
+	revisions := func() []blame.Revision {
+		if !read {
+			revs, read = history(), true
+		}
+		return revs
 	}
-	revs := history()
-	f.Removed = archive.Removed(before, after, blame.Annotate(revs))
-	if over {
-		lines := blame.Annotate(append(revs[:len(revs):len(revs)], blame.Revision{Content: after, Change: change}))
+	f := Fitted{Content: after, Removed: archive.Removed(before, after, func() []blame.Line { return blame.Annotate(revisions()) })}
+	if !within(after, 1) {
+		r := revisions()
+		lines := blame.Annotate(append(r[:len(r):len(r)], blame.Revision{Content: after, Change: change}))
 		f.Content, f.Demoted = archive.Demote(after, lines, func(text string) bool { return within(text, Target) })
 	}
 	return f
+}
+
+// Histories reads a file's earlier versions (the workspace).
+type Histories interface {
+	History(ctx context.Context, agentID int64, name string) ([]workspace.HistoryEntry, error)
+}
+
+// Write is a pipeline write of a core file: File's content goes from Before (as read for the
+// model call; a zero File when the file is new) to After, against Budget tokens counted by
+// Count, made by Change.
+type Write struct {
+	AgentID int64
+	File    string
+	Before  workspace.File
+	After   string
+	Budget  int
+	Count   func(string) int
+	Change  blame.Change
+}
+
+// FitWrite is Fit for a pipeline write, as the summarizer and emergence make them: the seeded
+// template counts as empty (nothing of it is archived), and the file's history is read from
+// h only when Fit needs it (a history that cannot be read is logged, and the archive then
+// says less about where entries came from).
+func FitWrite(ctx context.Context, h Histories, log *slog.Logger, w Write) Fitted {
+	within := func(text string, share float64) bool {
+		return w.Budget <= 0 || float64(w.Count(text)) <= share*float64(w.Budget)
+	}
+	history := func() []blame.Revision {
+		if w.Before.Version == 0 {
+			return nil
+		}
+		hist, err := h.History(ctx, w.AgentID, w.File)
+		if err != nil {
+			log.Warn("read history for the archive's provenance", "agent", w.AgentID, "file", w.File, "err", err)
+			return []blame.Revision{{Content: w.Before.Content, Change: blame.Change{Version: w.Before.Version}}}
+		}
+		return blame.Revisions(w.Before, hist)
+	}
+	was := w.Before.Content
+	if workspace.IsSeed(w.File, was) {
+		was = ""
+	}
+	return Fit(was, w.After, within, history, w.Change)
 }

@@ -30,34 +30,13 @@ type fitted struct {
 // fit fits content, the model's MEMORY.md, to the agent's budget against before, the file as
 // read for the model call; form is archive.ReasonRewrite or archive.ReasonEdit.
 func (w *Worker) fit(ctx context.Context, p prepared, before workspace.File, content, form, runID string) fitted {
-	budget := p.budgets.MemoryTokens
-	within := func(text string, share float64) bool {
-		return budget <= 0 || float64(w.ws.CountTokens(text)) <= share*float64(budget)
-	}
 	now := w.now().UTC()
-	change := blame.Change{Version: before.Version + 1, Actor: store.ActorEmergence, Action: "write", Ref: runID, Time: now}
-	was := before.Content
-	if workspace.IsSeed(MemoryFile, was) {
-		was = "" // the seeded template holds nothing of the user's: nothing of it is archived
-	}
-	f := consolidate.Fit(was, content, within, func() []blame.Revision { return w.revisions(ctx, p.agent.ID, before) }, change)
+	f := consolidate.FitWrite(ctx, w.ws, w.log, consolidate.Write{AgentID: p.agent.ID, File: MemoryFile, Before: before, After: content,
+		Budget: p.budgets.MemoryTokens, Count: w.ws.CountTokens,
+		Change: blame.Change{Version: before.Version + 1, Actor: store.ActorEmergence, Action: "write", Ref: runID, Time: now}})
 	day := p.win.to // the agent's today, as the daily notes are dated
 	return fitted{content: f.Content, block: f.Archive(MemoryFile, form, runID, now),
 		file: archive.Dir + day + ".md", header: archive.Header(day), demoted: len(f.Demoted)}
-}
-
-// revisions are MEMORY.md's versions up to cur, oldest first (none when it is new; only cur
-// when its history cannot be read: the archive then says less about where entries came from).
-func (w *Worker) revisions(ctx context.Context, agentID int64, cur workspace.File) []blame.Revision {
-	if cur.Version == 0 {
-		return nil
-	}
-	hist, err := w.ws.History(ctx, agentID, MemoryFile)
-	if err != nil {
-		w.log.Warn("emergence: read MEMORY.md's history for the archive's provenance", "agent", agentID, "err", err)
-		return []blame.Revision{{Content: cur.Content, Change: blame.Change{Version: cur.Version}}}
-	}
-	return blame.Revisions(cur, hist)
 }
 
 // demotedNote is what the run's reason says of a demotion.

@@ -50,6 +50,7 @@ func (s *Service) consolidateFirst(ctx context.Context, job Job, a *attempt, lan
 		return files, c, nil
 	}
 	seen, copied := files, false
+	day, _ := time.Parse("2006-01-02", date)
 	for _, name := range []string{MemoryFile, ProfileFile} {
 		f, ok := files[name]
 		budget := c.budget(name)
@@ -60,7 +61,6 @@ func (s *Service) consolidateFirst(ctx context.Context, job Job, a *attempt, lan
 		if !consolidate.Over(n, budget) {
 			continue
 		}
-		day, _ := time.Parse("2006-01-02", date)
 		ans, err := consolidate.Ask(ctx, s.d.LLM, s.d.Prompts, consolidate.Request{File: name, Content: f.Content, Tokens: n,
 			Budget: budget, Language: language, Date: day})
 		a.run.TokensIn += ans.TokensIn
@@ -117,17 +117,9 @@ func (s *Service) fit(ctx context.Context, job Job, a *attempt, c core, p *plan)
 	for i := range p.core {
 		w := &p.core[i]
 		budget := c.budget(w.name)
-		within := func(text string, share float64) bool {
-			return budget <= 0 || float64(s.d.Workspace.CountTokens(text)) <= share*float64(budget)
-		}
-		before := c.read[w.name]
-		change := blame.Change{Version: before.Version + 1, Actor: store.ActorSummarizer, Action: "write", Ref: a.run.RunID, Time: now}
-		history := func() []blame.Revision { return s.revisions(ctx, job.AgentID, before) }
-		was := before.Content
-		if workspace.IsSeed(w.name, was) {
-			was = "" // the seeded template holds nothing of the user's: nothing of it is archived
-		}
-		f := consolidate.Fit(was, w.text, within, history, change)
+		f := consolidate.FitWrite(ctx, s.d.Workspace, s.d.Log, consolidate.Write{AgentID: job.AgentID, File: w.name, Before: c.read[w.name],
+			After: w.text, Budget: budget, Count: s.d.Workspace.CountTokens,
+			Change: blame.Change{Version: c.read[w.name].Version + 1, Actor: store.ActorSummarizer, Action: "write", Ref: a.run.RunID, Time: now}})
 		if len(f.Demoted) > 0 {
 			s.d.Metrics.Demotions.WithLabelValues(w.name).Add(float64(len(f.Demoted)))
 			p.res.Reason += fmt.Sprintf("; %s over its budget of %d tokens: %d entries demoted to the archive", w.name, budget, len(f.Demoted))
@@ -149,20 +141,6 @@ func (s *Service) fit(ctx context.Context, job Job, a *attempt, c core, p *plan)
 	}
 }
 
-// revisions are a core file's versions up to cur, oldest first (none when it is new, or when
-// its history cannot be read: the archive then says less about where entries came from).
-func (s *Service) revisions(ctx context.Context, agentID int64, cur workspace.File) []blame.Revision {
-	if cur.Version == 0 {
-		return nil
-	}
-	hist, err := s.d.Workspace.History(ctx, agentID, cur.Filename)
-	if err != nil {
-		s.d.Log.Warn("read history for the archive's provenance", "agent", agentID, "file", cur.Filename, "err", err)
-		return []blame.Revision{{Content: cur.Content, Change: blame.Change{Version: cur.Version}}}
-	}
-	return blame.Revisions(cur, hist)
-}
-
 // writes reports whether the plan writes name.
 func (p *plan) writes(name string) bool {
 	for _, w := range p.core {
@@ -171,9 +149,4 @@ func (p *plan) writes(name string) bool {
 		}
 	}
 	return false
-}
-
-// archiveHeader starts a new archive note.
-func archiveHeader(day string) string {
-	return archive.Header(day)
 }

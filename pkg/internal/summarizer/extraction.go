@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/matememory/matememory/pkg/internal/archive"
 	"slices"
 	"strings"
 	"time"
@@ -587,7 +588,7 @@ func (s *Service) commitOnce(ctx context.Context, l *lease.Lease, job Job, a *at
 			written = append(written, f)
 		}
 		if p.archive != "" {
-			f, err := s.d.Workspace.AppendTx(tx, job.AgentID, p.archiveFile, p.archive, archiveHeader(p.date), ch)
+			f, err := s.d.Workspace.AppendTx(tx, job.AgentID, p.archiveFile, p.archive, archive.Header(p.date), ch)
 			if err != nil {
 				return fmt.Errorf("append to %s: %w", p.archiveFile, err)
 			}
