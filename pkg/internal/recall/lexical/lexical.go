@@ -4,7 +4,7 @@
 //
 // The scoring is BM25 over one agent's chunks held in memory (not a bleve index): an agent's
 // memory is small, its statistics must be its own (never another agent's), and a per-agent
-// in-memory posting list is rebuilt from stored terms in milliseconds.
+// in-memory posting list is built from stored terms, and kept up to date segment by segment.
 package lexical
 
 import (
@@ -220,13 +220,33 @@ const (
 	b  = 0.75
 )
 
-// Index is an immutable BM25 index over documents given as term lists. Build it once per
-// snapshot of an agent's chunks; Score is safe for concurrent use.
+// Index is an immutable BM25 index over documents given as term lists, held as segments:
+// posting lists over some of the documents each, built once and shared by the indexes
+// assembled from them. A change of a few documents is a new small segment and a new
+// assembly (NewSegment, Assemble), not a rebuild of every posting list; the statistics
+// (document frequencies, lengths) are summed over the live documents at query time, so the
+// scores are those of NewIndex over the same documents, bit for bit. Search is safe for
+// concurrent use.
 type Index struct {
+	segs   []part
+	n      int // live documents
+	total  int // their terms
+	avgLen float64
+}
+
+// part is a segment as an index uses it: which of its documents are live, and their numbers.
+type part struct {
+	seg *Segment
+	num []int32 // segment document -> index document number; -1 = not in the index
+	all bool    // every document of the segment is live (its frequencies need no count)
+}
+
+// Segment is an immutable set of posting lists over documents numbered from 0.
+type Segment struct {
 	vocab    map[string]uint32
 	postings [][]posting
 	docLen   []uint32
-	avgLen   float64
+	bytes    int
 }
 
 type posting struct {
@@ -234,44 +254,147 @@ type posting struct {
 	tf  uint32
 }
 
-// NewIndex indexes docs (each a list of terms; the position is the document number).
-func NewIndex(docs [][]string) *Index {
-	ix := &Index{vocab: map[string]uint32{}, docLen: make([]uint32, len(docs))}
-	total := 0
+// Doc is a document of a segment: what Assemble is given for each document of an index.
+type Doc struct {
+	Seg *Segment
+	N   uint32
+}
+
+// NewSegment indexes docs (each a list of terms; the position is the segment's document
+// number).
+func NewSegment(docs [][]string) *Segment {
+	sg := &Segment{vocab: map[string]uint32{}, docLen: make([]uint32, len(docs))}
 	tf := map[uint32]uint32{}
 	for d, terms := range docs {
 		clear(tf)
 		for _, t := range terms {
-			id, ok := ix.vocab[t]
+			id, ok := sg.vocab[t]
 			if !ok {
-				id = uint32(len(ix.postings))
-				ix.vocab[t] = id
-				ix.postings = append(ix.postings, nil)
+				id = uint32(len(sg.postings))
+				sg.vocab[t] = id
+				sg.postings = append(sg.postings, nil)
 			}
 			tf[id]++
 		}
 		for id, n := range tf {
-			ix.postings[id] = append(ix.postings[id], posting{doc: uint32(d), tf: n})
+			sg.postings[id] = append(sg.postings[id], posting{doc: uint32(d), tf: n})
 		}
-		ix.docLen[d] = uint32(len(terms))
-		total += len(terms)
+		sg.docLen[d] = uint32(len(terms))
 	}
-	if len(docs) > 0 {
-		ix.avgLen = float64(total) / float64(len(docs))
+	sg.bytes = len(sg.docLen) * 4
+	for t, id := range sg.vocab {
+		sg.bytes += len(t) + 24 + cap(sg.postings[id])*8
+	}
+	return sg
+}
+
+// Len is the number of documents of the segment.
+func (sg *Segment) Len() int { return len(sg.docLen) }
+
+// Bytes estimates the segment's memory.
+func (sg *Segment) Bytes() int { return sg.bytes }
+
+// NewIndex indexes docs (each a list of terms; the position is the document number) as one
+// segment.
+func NewIndex(docs [][]string) *Index {
+	sg := NewSegment(docs)
+	refs := make([]Doc, len(docs))
+	for d := range refs {
+		refs[d] = Doc{Seg: sg, N: uint32(d)}
+	}
+	return Assemble(refs)
+}
+
+// Assemble builds the index whose document k is docs[k]. The documents of its segments
+// that docs leaves out are not in the index (removed); a document listed twice counts
+// twice in the statistics but is scored under its last number only: do not list one twice.
+func Assemble(docs []Doc) *Index {
+	ix := &Index{n: len(docs)}
+	at := map[*Segment]int{}
+	var last *Segment
+	li := -1
+	for k, d := range docs {
+		if d.Seg != last {
+			i, ok := at[d.Seg]
+			if !ok {
+				i = len(ix.segs)
+				at[d.Seg] = i
+				num := make([]int32, d.Seg.Len())
+				for j := range num {
+					num[j] = -1
+				}
+				ix.segs = append(ix.segs, part{seg: d.Seg, num: num})
+			}
+			last, li = d.Seg, i
+		}
+		ix.segs[li].num[d.N] = int32(k)
+		ix.total += int(d.Seg.docLen[d.N])
+	}
+	for i := range ix.segs {
+		p := &ix.segs[i]
+		live := 0
+		for _, k := range p.num {
+			if k >= 0 {
+				live++
+			}
+		}
+		p.all = live == len(p.num)
+	}
+	if ix.n > 0 {
+		ix.avgLen = float64(ix.total) / float64(ix.n)
 	}
 	return ix
 }
 
 // Len is the number of documents.
-func (ix *Index) Len() int { return len(ix.docLen) }
+func (ix *Index) Len() int { return ix.n }
 
-// Bytes estimates the index's memory.
-func (ix *Index) Bytes() int {
-	n := len(ix.docLen) * 4
-	for t, id := range ix.vocab {
-		n += len(t) + 24 + len(ix.postings[id])*8
+// Held is the number of documents the index's segments hold, live or removed.
+func (ix *Index) Held() int {
+	n := 0
+	for _, p := range ix.segs {
+		n += len(p.num)
 	}
 	return n
+}
+
+// Segments is the number of segments.
+func (ix *Index) Segments() int { return len(ix.segs) }
+
+// Bytes estimates the index's memory: its segments whole (removed documents too) and its
+// document numbers.
+func (ix *Index) Bytes() int {
+	n := 0
+	for _, p := range ix.segs {
+		n += p.seg.bytes + 4*len(p.num)
+	}
+	return n
+}
+
+// lookup returns the posting lists of term t in each segment (nil where absent) and its
+// document frequency over the live documents.
+func (ix *Index) lookup(t string, lists [][]posting) ([][]posting, int) {
+	lists = lists[:0]
+	df := 0
+	for _, p := range ix.segs {
+		id, ok := p.seg.vocab[t]
+		if !ok {
+			lists = append(lists, nil)
+			continue
+		}
+		ps := p.seg.postings[id]
+		lists = append(lists, ps)
+		if p.all {
+			df += len(ps)
+			continue
+		}
+		for _, q := range ps {
+			if p.num[q.doc] >= 0 {
+				df++
+			}
+		}
+	}
+	return lists, df
 }
 
 // Match is how the documents match a query.
@@ -290,24 +413,31 @@ type Match struct {
 // Search scores every document and notes which query terms each holds. A unit's weight is
 // the IDF of its word or character (a term no document holds weighs the most).
 func (ix *Index) Search(q Query) Match {
-	m := Match{Score: make([]float64, len(ix.docLen)), terms: make([]uint64, len(ix.docLen)), units: append([]unit(nil), q.units...)}
-	n := float64(len(ix.docLen))
+	m := Match{Score: make([]float64, ix.n), terms: make([]uint64, ix.n), units: append([]unit(nil), q.units...)}
+	n := float64(ix.n)
 	idf := func(df int) float64 { return math.Log(1 + (n-float64(df)+0.5)/(float64(df)+0.5)) }
+	var lists [][]posting
 	for i, t := range q.Terms {
-		id, ok := ix.vocab[t]
-		if !ok {
-			m.Weight += idf(0)
+		var df int
+		lists, df = ix.lookup(t, lists)
+		w := idf(df)
+		m.Weight += w
+		if df == 0 {
 			continue
 		}
-		ps := ix.postings[id]
-		w := idf(len(ps))
-		m.Weight += w
-		for _, p := range ps {
-			tf := float64(p.tf)
-			dl := float64(ix.docLen[p.doc])
-			m.Score[p.doc] += w * tf * (k1 + 1) / (tf + k1*(1-b+b*dl/ix.avgLen))
-			if i < MaxQueryTerms {
-				m.terms[p.doc] |= 1 << i
+		for s, ps := range lists {
+			p := &ix.segs[s]
+			for _, po := range ps {
+				d := p.num[po.doc]
+				if d < 0 {
+					continue
+				}
+				tf := float64(po.tf)
+				dl := float64(p.seg.docLen[po.doc])
+				m.Score[d] += w * tf * (k1 + 1) / (tf + k1*(1-b+b*dl/ix.avgLen))
+				if i < MaxQueryTerms {
+					m.terms[d] |= 1 << i
+				}
 			}
 		}
 	}
@@ -315,10 +445,8 @@ func (ix *Index) Search(q Query) Match {
 	// five notes every word is "common", and coverage would mean nothing.
 	un := math.Max(n, minUnitDocs)
 	for k := range m.units {
-		df := 0
-		if id, ok := ix.vocab[m.units[k].key]; ok {
-			df = len(ix.postings[id])
-		}
+		var df int
+		lists, df = ix.lookup(m.units[k].key, lists)
 		m.units[k].weight = math.Log(1 + (un-float64(df)+0.5)/(float64(df)+0.5))
 		m.units[k].specific = float64(df) <= max(SpecificShare*n, minSpecificDocs)
 		m.total += m.units[k].weight
@@ -372,24 +500,32 @@ func (m Match) Terms(d int) uint64 { return m.terms[d] }
 // Score returns the BM25 score of every document (indexed by document number; 0 = no
 // query term). Repeated query terms count once.
 func (ix *Index) Score(query []string) []float64 {
-	out := make([]float64, len(ix.docLen))
-	n := float64(len(ix.docLen))
+	out := make([]float64, ix.n)
+	n := float64(ix.n)
 	seen := map[string]bool{}
+	var lists [][]posting
 	for _, q := range query {
 		if seen[q] {
 			continue
 		}
 		seen[q] = true
-		id, ok := ix.vocab[q]
-		if !ok {
+		var df int
+		lists, df = ix.lookup(q, lists)
+		if df == 0 {
 			continue
 		}
-		ps := ix.postings[id]
-		idf := math.Log(1 + (n-float64(len(ps))+0.5)/(float64(len(ps))+0.5))
-		for _, p := range ps {
-			tf := float64(p.tf)
-			dl := float64(ix.docLen[p.doc])
-			out[p.doc] += idf * tf * (k1 + 1) / (tf + k1*(1-b+b*dl/ix.avgLen))
+		idf := math.Log(1 + (n-float64(df)+0.5)/(float64(df)+0.5))
+		for s, ps := range lists {
+			p := &ix.segs[s]
+			for _, po := range ps {
+				d := p.num[po.doc]
+				if d < 0 {
+					continue
+				}
+				tf := float64(po.tf)
+				dl := float64(p.seg.docLen[po.doc])
+				out[d] += idf * tf * (k1 + 1) / (tf + k1*(1-b+b*dl/ix.avgLen))
+			}
 		}
 	}
 	return out

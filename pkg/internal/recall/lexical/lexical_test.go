@@ -1,6 +1,8 @@
 package lexical
 
 import (
+	"fmt"
+	"math/rand"
 	"slices"
 	"testing"
 )
@@ -56,5 +58,80 @@ func TestBM25RanksRareAndFrequentTerms(t *testing.T) {
 	s = ix.Score(a.Terms("订单发货"))
 	if s[2] <= 0 || s[0] != 0 || s[1] != 0 || s[3] != 0 {
 		t.Errorf("Chinese query must match only the Chinese document: %v", s)
+	}
+}
+
+// An index assembled from segments after random edits (documents removed, added in new
+// segments, reordered) matches NewIndex over the same documents bit for bit: scores, the
+// query's weight, the terms each document holds, coverage and subjects.
+func TestAssembledIndexMatchesNewIndex(t *testing.T) {
+	rnd := rand.New(rand.NewSource(7))
+	words := make([]string, 60)
+	for i := range words {
+		words[i] = fmt.Sprintf("w%d", i)
+	}
+	doc := func() []string {
+		terms := make([]string, 1+rnd.Intn(30))
+		for i := range terms {
+			terms[i] = words[int(float64(len(words))*rnd.Float64()*rnd.Float64())]
+		}
+		return terms
+	}
+	type held struct {
+		terms []string
+		ref   Doc
+	}
+	var docs []held
+	add := func(n int) {
+		batch := make([][]string, n)
+		for i := range batch {
+			batch[i] = doc()
+		}
+		sg := NewSegment(batch)
+		for i, terms := range batch {
+			docs = append(docs, held{terms: terms, ref: Doc{Seg: sg, N: uint32(i)}})
+		}
+	}
+	add(200)
+	an := NewAnalyzer()
+	for step := 0; step < 60; step++ {
+		// Remove a few, add a few in a new segment, shuffle the order.
+		for k := rnd.Intn(8); k > 0 && len(docs) > 0; k-- {
+			i := rnd.Intn(len(docs))
+			docs = append(docs[:i], docs[i+1:]...)
+		}
+		add(rnd.Intn(10))
+		rnd.Shuffle(len(docs), func(i, j int) { docs[i], docs[j] = docs[j], docs[i] })
+		refs := make([]Doc, len(docs))
+		plain := make([][]string, len(docs))
+		for k, d := range docs {
+			refs[k], plain[k] = d.ref, d.terms
+		}
+		got, want := Assemble(refs), NewIndex(plain)
+		if got.Len() != want.Len() || got.Held() < got.Len() {
+			t.Fatalf("step %d: %d documents (%d held), want %d", step, got.Len(), got.Held(), want.Len())
+		}
+		for qn := 0; qn < 5; qn++ {
+			text := ""
+			for k := 1 + rnd.Intn(4); k > 0; k-- {
+				text += words[rnd.Intn(len(words))] + " "
+			}
+			text += "absent"
+			q := an.Query(text)
+			mg, mw := got.Search(q), want.Search(q)
+			if mg.Weight != mw.Weight || mg.total != mw.total {
+				t.Fatalf("step %d %q: weight %v/%v, want %v/%v", step, text, mg.Weight, mg.total, mw.Weight, mw.total)
+			}
+			for d := range plain {
+				if mg.Score[d] != mw.Score[d] || mg.Terms(d) != mw.Terms(d) || mg.Coverage(d) != mw.Coverage(d) ||
+					mg.CoveredBy(d, mw.Terms(0)) != mw.CoveredBy(d, mw.Terms(0)) ||
+					mg.SameSubject(d, 0, 0.5) != mw.SameSubject(d, 0, 0.5) || mg.SameSubject(0, d, 1) != mw.SameSubject(0, d, 1) {
+					t.Fatalf("step %d %q doc %d: score %v terms %b, want %v %b", step, text, d, mg.Score[d], mg.Terms(d), mw.Score[d], mw.Terms(d))
+				}
+			}
+			if sg, sw := got.Score(q.Terms), want.Score(q.Terms); !slices.Equal(sg, sw) {
+				t.Fatalf("step %d %q: Score %v, want %v", step, text, sg, sw)
+			}
+		}
 	}
 }
