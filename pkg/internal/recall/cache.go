@@ -14,7 +14,10 @@ type snapshot struct {
 	model      string
 	chunks     []cachedChunk
 	bm25       *lexical.Index
-	bytes      int64
+	// bytes is what the snapshot holds: chunks, vectors (deadVec: those of removed chunks
+	// still in a shared block), the index's segments whole.
+	bytes   int64
+	deadVec int64
 	// files is the index state (mate_recall_file) each file's chunks were read at; a refresh
 	// re-reads only the files whose state moved.
 	files map[string]fileState
@@ -54,6 +57,10 @@ func (c *cache) get(agentID int64) *snapshot {
 func (c *cache) put(s *snapshot) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.putLocked(s)
+}
+
+func (c *cache) putLocked(s *snapshot) {
 	if e, ok := c.byID[s.agentID]; ok {
 		old := e.Value.(*snapshot)
 		if old.generation > s.generation {
@@ -75,6 +82,16 @@ func (c *cache) put(s *snapshot) {
 	}
 	c.byID[s.agentID] = c.ll.PushFront(s)
 	c.used += s.bytes
+}
+
+// replace puts s in the place of old if old is still the agent's snapshot (a compaction
+// finished before a newer snapshot was cached), within the budget as put does.
+func (c *cache) replace(old, s *snapshot) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byID[old.agentID]; ok && e.Value.(*snapshot) == old {
+		c.putLocked(s)
+	}
 }
 
 // drop forgets an agent's snapshot.

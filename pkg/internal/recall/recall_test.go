@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/matememory/matememory/pkg/internal/fault"
 	"io"
+	"math/rand"
 	"log/slog"
 	"strings"
 	"testing"
@@ -491,4 +492,84 @@ func TestArchiveIsSearchedAndDated(t *testing.T) {
 			t.Fatalf("supplier: %+v", res.Hits)
 		}
 	})
+}
+
+// Many refreshes in a row (files added, rewritten, deleted), each indexing only what
+// changed as a new segment, give after every one the answers of a cold build, scores
+// included; the small segments are merged, and the snapshot's bytes count what its
+// segments still hold of removed chunks.
+func TestSegmentedRefreshMatchesColdBuild(t *testing.T) {
+	r := newRig(t, storetest.SQLite(t), true)
+	ctx := context.Background()
+	cold := recall.NewSearcher(r.db.DB, lexical.NewAnalyzer(), recall.Settings{},
+		recall.SearchWithEmbedder(embed.NewOpenAI(r.emb.Config())), recall.SearchWithClock(func() time.Time { return now }))
+	words := strings.Fields("router printer scanner moved deploy staging rt-lab-01 pr-roof-09 coffee tea budget raised 咖啡 部署 改到 预算 invoice ORD-2026-0042 weekly sync")
+	rnd := rand.New(rand.NewSource(3))
+	text := func() string {
+		var b strings.Builder
+		for p := 1 + rnd.Intn(3); p > 0; p-- {
+			b.WriteString("\n- ")
+			for w := 3 + rnd.Intn(8); w > 0; w-- {
+				b.WriteString(words[rnd.Intn(len(words))] + " ")
+			}
+			b.WriteString("\n")
+		}
+		return b.String()
+	}
+	var names []string
+	for d := 1; d <= 12; d++ {
+		name := fmt.Sprintf("memory/2026-05-%02d.md", d)
+		names = append(names, name)
+		r.write(t, 1, name, "# 2026-05-"+name[15:17]+"\n"+text())
+	}
+	queries := []string{"router moved", "deploy staging", "咖啡 预算", "budget raised", "ORD-2026-0042", "weekly sync tea"}
+	answers := func(se *recall.Searcher) string {
+		var b strings.Builder
+		for _, q := range queries {
+			res, err := se.Search(ctx, 1, recall.Query{Text: q})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "%q: %+v\n", q, res.Hits)
+		}
+		return b.String()
+	}
+	_ = answers(r.se) // warm
+	most := 0
+	for round := 0; round < 30; round++ {
+		switch op := rnd.Intn(4); {
+		case op == 0 && len(names) > 4:
+			k := rnd.Intn(len(names))
+			if err := r.ws.Delete(ctx, 1, names[k], workspace.AnyVersion, workspace.Change{Actor: store.ActorTool}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := r.ix.Sync(ctx, 1, names[k]); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names[:k], names[k+1:]...)
+		case op == 1:
+			name := fmt.Sprintf("memory/2026-06-%02d.md", 1+round%28)
+			names = append(names, name)
+			r.write(t, 1, name, "# 2026-06-"+name[15:17]+"\n"+text())
+		default:
+			name := names[rnd.Intn(len(names))]
+			r.write(t, 1, name, "# "+name[7:17]+"\n"+text())
+		}
+		warm := answers(r.se)
+		segs, bytes := r.se.Segments(1)
+		if !r.se.InOrder(1) {
+			t.Fatalf("round %d: the chunks are not in file order", round)
+		}
+		most = max(most, segs)
+		cold.Invalidate(1)
+		if want := answers(cold); warm != want {
+			t.Fatalf("round %d: incremental\n%s\ncold build\n%s", round, warm, want)
+		}
+		if coldSegs, coldBytes := cold.Segments(1); coldSegs != 1 || (segs > 1 && bytes <= coldBytes) {
+			t.Fatalf("round %d: %d segments of %d bytes, cold build %d of %d: removed chunks the segments hold must count", round, segs, bytes, coldSegs, coldBytes)
+		}
+	}
+	if most < 3 || most > 9 {
+		t.Fatalf("at most %d segments: want several, merged before they exceed 9", most)
+	}
 }

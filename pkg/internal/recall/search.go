@@ -68,7 +68,8 @@ type cachedChunk struct {
 	date           time.Time
 	dated          bool
 	vec            []float32
-	ix             int // document number in the BM25 index
+	ix             int         // document number in the BM25 index (the chunk's place in the snapshot)
+	doc            lexical.Doc // the chunk's posting lists: which segment, which document of it
 }
 
 // Searcher answers queries from the database through a per-process cache.
@@ -84,6 +85,10 @@ type Searcher struct {
 	qmu   sync.Mutex
 	qvecs map[string][]float32 // query embeddings, small and bounded
 	guard *panics.Guard
+	// compacting holds the agents whose snapshot is being rebuilt in the background.
+	compacting sync.Map
+	// fullRebuild rebuilds the whole index on every refresh (the benchmarks' baseline).
+	fullRebuild bool
 }
 
 // SearcherOption configures a Searcher.
@@ -951,17 +956,26 @@ func (s *Searcher) refresh(ctx context.Context, agentID, gen int64, old *snapsho
 	if err != nil {
 		return nil, err
 	}
-	var chunks []cachedChunk
-	if !full {
-		chunks = keptChunks(old, files, changed)
-	}
-	for _, r := range rows {
-		chunks = append(chunks, cachedChunk{filename: r.Filename, ordinal: r.Ordinal, startLine: r.StartLine, end: r.EndLine,
+	fresh := make([]cachedChunk, len(rows))
+	for k, r := range rows {
+		fresh[k] = cachedChunk{filename: r.Filename, ordinal: r.Ordinal, startLine: r.StartLine, end: r.EndLine,
 			heading: r.Heading, text: r.Text, terms: r.Terms, fileVersion: r.FileVersion, hash: r.Hash,
-			date: r.NoteDate.UTC(), dated: r.Dated, vec: vecs[r.Hash]})
+			date: r.NoteDate.UTC(), dated: r.Dated, vec: vecs[r.Hash]}
 	}
-	snap := newSnapshot(agentID, gen, model, chunks, files)
+	var snap *snapshot
+	switch {
+	case full:
+		snap = newSnapshot(agentID, gen, model, fresh, files)
+	case s.fullRebuild:
+		snap = newSnapshot(agentID, gen, model, append(keptChunks(old, files, changed), fresh...), files)
+	default:
+		// Only the changed files' chunks are indexed; the rest keep their posting lists.
+		snap = old.update(gen, files, changed, fresh)
+	}
 	s.cache.put(snap)
+	if snap.stale() {
+		s.compact(snap)
+	}
 	return snap, nil
 }
 
@@ -1070,23 +1084,32 @@ func keptChunks(old *snapshot, files map[string]fileState, changed []string) []c
 }
 
 // newSnapshot sorts the chunks in file order, packs their vectors and builds the posting
-// lists.
+// lists (one segment).
 func newSnapshot(agentID, gen int64, model string, chunks []cachedChunk, files map[string]fileState) *snapshot {
-	sort.Slice(chunks, func(i, j int) bool {
-		if chunks[i].filename != chunks[j].filename {
-			return chunks[i].filename < chunks[j].filename
-		}
-		return chunks[i].ordinal < chunks[j].ordinal
-	})
+	sortChunks(chunks)
+	packVectors(chunks)
+	sg := lexical.NewSegmentJoined(termsOf(chunks))
+	for k := range chunks {
+		chunks[k].doc = lexical.Doc{Seg: sg, N: uint32(k)}
+	}
 	snap := &snapshot{agentID: agentID, generation: gen, model: model, chunks: chunks, files: files}
-	// Vectors are copied into one array (in chunk order, so the scan reads memory in order,
-	// and no array of a previous snapshot stays alive for a few kept chunks).
+	snap.assemble()
+	return snap
+}
+
+// sortChunks puts chunks in file order.
+func sortChunks(chunks []cachedChunk) {
+	slices.SortFunc(chunks, func(a, b cachedChunk) int { return compareChunks(&a, &b) })
+}
+
+// packVectors copies the chunks' vectors into one array (in chunk order, so the scan reads
+// memory in order, and no array of a previous snapshot stays alive for a few kept chunks).
+func packVectors(chunks []cachedChunk) {
 	total := 0
 	for _, c := range chunks {
 		total += len(c.vec)
 	}
 	block := make([]float32, 0, total)
-	docs := make([][]string, len(chunks))
 	for k := range chunks {
 		c := &chunks[k]
 		if c.vec != nil {
@@ -1094,11 +1117,5 @@ func newSnapshot(agentID, gen int64, model string, chunks []cachedChunk, files m
 			block = append(block, c.vec...)
 			c.vec = block[start:len(block):len(block)]
 		}
-		c.ix = k
-		docs[k] = lexical.SplitTerms(c.terms)
-		snap.bytes += int64(len(c.filename) + len(c.heading) + len(c.text) + len(c.terms) + 4*len(c.vec) + 64 + 200)
 	}
-	snap.bm25 = lexical.NewIndex(docs)
-	snap.bytes += int64(snap.bm25.Bytes())
-	return snap
 }

@@ -263,23 +263,48 @@ type Doc struct {
 // NewSegment indexes docs (each a list of terms; the position is the segment's document
 // number).
 func NewSegment(docs [][]string) *Segment {
-	sg := &Segment{vocab: map[string]uint32{}, docLen: make([]uint32, len(docs))}
-	tf := map[uint32]uint32{}
-	for d, terms := range docs {
-		clear(tf)
-		for _, t := range terms {
-			id, ok := sg.vocab[t]
-			if !ok {
-				id = uint32(len(sg.postings))
-				sg.vocab[t] = id
-				sg.postings = append(sg.postings, nil)
-			}
-			tf[id]++
+	return buildSegment(len(docs), func(d int, add func(string)) {
+		for _, t := range docs[d] {
+			add(t)
 		}
-		for id, n := range tf {
-			sg.postings[id] = append(sg.postings[id], posting{doc: uint32(d), tf: n})
+	})
+}
+
+// NewSegmentJoined indexes docs given as JoinTerms strings, without splitting them into
+// term slices first.
+func NewSegmentJoined(docs []string) *Segment {
+	return buildSegment(len(docs), func(d int, add func(string)) {
+		for t := range strings.FieldsSeq(docs[d]) {
+			add(t)
 		}
-		sg.docLen[d] = uint32(len(terms))
+	})
+}
+
+// buildSegment indexes n documents whose terms each(d, add) gives. Documents come in order,
+// so a term's last posting is the current document's when it was seen before in it.
+func buildSegment(n int, each func(d int, add func(string))) *Segment {
+	sg := &Segment{vocab: map[string]uint32{}, docLen: make([]uint32, n)}
+	var doc uint32
+	var length uint32
+	add := func(t string) {
+		length++
+		id, ok := sg.vocab[t]
+		if !ok {
+			id = uint32(len(sg.postings))
+			sg.vocab[strings.Clone(t)] = id // not a slice of the document's string, which may go
+			sg.postings = append(sg.postings, nil)
+		}
+		ps := sg.postings[id]
+		if k := len(ps) - 1; k >= 0 && ps[k].doc == doc {
+			ps[k].tf++
+			return
+		}
+		sg.postings[id] = append(ps, posting{doc: doc, tf: 1})
+	}
+	for d := range n {
+		doc, length = uint32(d), 0
+		each(d, add)
+		sg.docLen[d] = length
 	}
 	sg.bytes = len(sg.docLen) * 4
 	for t, id := range sg.vocab {

@@ -88,6 +88,13 @@ func TestAssembledIndexMatchesNewIndex(t *testing.T) {
 			batch[i] = doc()
 		}
 		sg := NewSegment(batch)
+		if rnd.Intn(2) == 0 {
+			joined := make([]string, len(batch))
+			for i, terms := range batch {
+				joined[i] = JoinTerms(terms)
+			}
+			sg = NewSegmentJoined(joined)
+		}
 		for i, terms := range batch {
 			docs = append(docs, held{terms: terms, ref: Doc{Seg: sg, N: uint32(i)}})
 		}
