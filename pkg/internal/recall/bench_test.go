@@ -49,6 +49,13 @@ func BenchmarkRecallSearch(b *testing.B) {
 			b.ReportMetric(ms(f.cold, 50), "cold_p50_ms")
 			b.ReportMetric(ms(f.cold, 99), "cold_p99_ms")
 			b.ReportMetric(ms(f.changed, 50), "changed_p50_ms")
+			b.ReportMetric(ms(f.changed, 99), "changed_p99_ms")
+			b.ReportMetric(ms(f.changedFull, 50), "changed_full_p50_ms")
+			b.ReportMetric(ms(f.warmAfter, 50), "warm_segs_p50_ms")
+			b.ReportMetric(ms(f.warmAfter, 99), "warm_segs_p99_ms")
+			b.ReportMetric(ms(f.coldRows, 50), "cold_rows_ms")
+			b.ReportMetric(ms(f.coldVectors, 50), "cold_vectors_ms")
+			b.ReportMetric(ms(f.coldBuild, 50), "cold_build_ms")
 			b.ReportMetric(float64(f.cacheBytes>>20), "cache_MB")
 			b.ReportMetric(float64(f.rssMB), "rss_MB")
 		})
@@ -62,8 +69,9 @@ func TestRecallSearchHarness(t *testing.T) {
 	env := newSearchEnv(t, 64, 1)
 	env.seed(t, 1, 300)
 	f := env.searchLatency(t, 1, 1, 3, 3)
-	if len(f.warm) != 200 || len(f.cold) != 3 || len(f.changed) != 3 {
-		t.Fatalf("searches timed: %d warm, %d cold, %d after a change", len(f.warm), len(f.cold), len(f.changed))
+	if len(f.warm) != 200 || len(f.cold) != 3 || len(f.changed) != 3 || len(f.changedFull) != 3 || len(f.warmAfter) != 200 {
+		t.Fatalf("searches timed: %d warm, %d cold, %d and %d (full rebuild) after a change, %d warm after", len(f.warm), len(f.cold),
+			len(f.changed), len(f.changedFull), len(f.warmAfter))
 	}
 	if f.cacheBytes <= 0 {
 		t.Fatalf("the agent's snapshot is not cached (%d bytes)", f.cacheBytes)
@@ -142,7 +150,11 @@ func (e *searchEnv) seed(tb testing.TB, agent int64, n int) {
 
 type searchFigures struct {
 	warm, cold, changed []time.Duration
-	cacheBytes, rssMB   int64
+	// changedFull: after the same changes, on a searcher rebuilding the whole index (the
+	// baseline); warmAfter: warm again, on the segments the changes left.
+	changedFull, warmAfter           []time.Duration
+	coldRows, coldVectors, coldBuild []time.Duration
+	cacheBytes, rssMB                int64
 }
 
 // searchLatency times, on a new searcher, rounds × 200 searches on the agent's cached
@@ -184,6 +196,15 @@ func (e *searchEnv) searchLatency(tb testing.TB, agent int64, rounds, coldN, cha
 		st := time.Now()
 		search(queries[r%len(queries)])
 		f.cold = append(f.cold, time.Since(st))
+		rows, vectors, build, err := se.ColdSteps(ctx, agent)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		f.coldRows, f.coldVectors, f.coldBuild = append(f.coldRows, rows), append(f.coldVectors, vectors), append(f.coldBuild, build)
+	}
+	full := recall.NewSearcher(e.db.DB, e.an, recall.Settings{CacheBytes: 4 << 30}, recall.SearchWithEmbedder(e.emb), recall.SearchWithFullRebuild())
+	if _, err := full.Search(ctx, agent, recall.Query{Text: queries[0]}); err != nil {
+		tb.Fatal(err)
 	}
 	for r := 0; r < changed; r++ {
 		e.changes++
@@ -210,6 +231,11 @@ func (e *searchEnv) searchLatency(tb testing.TB, agent int64, rounds, coldN, cha
 		st := time.Now()
 		res := search(token)
 		f.changed = append(f.changed, time.Since(st))
+		st = time.Now()
+		if _, err := full.Search(ctx, agent, recall.Query{Text: token}); err != nil {
+			tb.Fatal(err)
+		}
+		f.changedFull = append(f.changedFull, time.Since(st))
 		found := false
 		for _, h := range res.Hits {
 			found = found || h.Filename == name
@@ -218,6 +244,12 @@ func (e *searchEnv) searchLatency(tb testing.TB, agent int64, rounds, coldN, cha
 			tb.Fatalf("%s, indexed after the snapshot was built, not found by a search for %q: %+v", name, token, res.Hits)
 		}
 	}
+	for _, q := range queries {
+		st := time.Now()
+		search(q)
+		f.warmAfter = append(f.warmAfter, time.Since(st))
+	}
+	full.Invalidate(agent)
 	_, f.cacheBytes = se.CacheStats()
 	f.rssMB = rssMB()
 	runtime.KeepAlive(se) // the cached snapshot counts in the RSS

@@ -14,10 +14,15 @@ type snapshot struct {
 	model      string
 	chunks     []cachedChunk
 	bm25       *lexical.Index
-	// bytes is what the snapshot holds: chunks, vectors (deadVec: those of removed chunks
-	// still in a shared block), the index's segments whole.
-	bytes   int64
-	deadVec int64
+	// bytes is what the snapshot holds: chunks, vectors, the index's segments whole, and
+	// dead: what removed chunks left in blocks kept chunks share (their vectors; their
+	// strings too when the snapshot came from a file, whose strings share its bytes).
+	bytes    int64
+	dead     int64
+	fromFile bool
+	// epoch is the snapshot files' removal count for the agent when this snapshot's data
+	// was read: it is written to a file only while that count has not moved.
+	epoch uint64
 	// files is the index state (mate_recall_file) each file's chunks were read at; a refresh
 	// re-reads only the files whose state moved.
 	files map[string]fileState
@@ -85,13 +90,17 @@ func (c *cache) putLocked(s *snapshot) {
 }
 
 // replace puts s in the place of old if old is still the agent's snapshot (a compaction
-// finished before a newer snapshot was cached), within the budget as put does.
-func (c *cache) replace(old, s *snapshot) {
+// finished before a newer snapshot was cached, or the agent was forgotten), within the
+// budget as put does, and reports whether it did.
+func (c *cache) replace(old, s *snapshot) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.byID[old.agentID]; ok && e.Value.(*snapshot) == old {
 		c.putLocked(s)
+		_, ok := c.byID[s.agentID]
+		return ok
 	}
+	return false
 }
 
 // drop forgets an agent's snapshot.

@@ -1,5 +1,10 @@
 package recall
 
+import (
+	"context"
+	"time"
+)
+
 // SearchWithFullRebuild makes every refresh rebuild the agent's whole index, as before
 // segments: the benchmarks' baseline.
 func SearchWithFullRebuild() SearcherOption { return func(s *Searcher) { s.fullRebuild = true } }
@@ -26,4 +31,34 @@ func (s *Searcher) InOrder(agentID int64) bool {
 		}
 	}
 	return true
+}
+
+// ColdSteps times the steps of a cold load of the agent, without caching it: reading the
+// chunk rows, reading the vectors, building the snapshot (posting lists, vector block).
+func (s *Searcher) ColdSteps(ctx context.Context, agentID int64) (rows, vectors, build time.Duration, err error) {
+	db := s.db.WithContext(ctx)
+	st := time.Now()
+	files, err := readFileStates(db, agentID)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	rs, err := readChunkRows(db, agentID, true, nil)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	rows = time.Since(st)
+	st = time.Now()
+	vecs, err := s.readVectors(db, agentID, s.model(), true, rs)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	vectors = time.Since(st)
+	st = time.Now()
+	chunks := make([]cachedChunk, len(rs))
+	for k, r := range rs {
+		chunks[k] = cachedChunk{filename: r.Filename, ordinal: r.Ordinal, terms: r.Terms, text: r.Text, vec: vecs[r.Hash]}
+	}
+	_ = newSnapshot(agentID, 0, s.model(), chunks, files)
+	build = time.Since(st)
+	return rows, vectors, build, nil
 }

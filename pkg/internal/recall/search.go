@@ -89,6 +89,10 @@ type Searcher struct {
 	compacting sync.Map
 	// fullRebuild rebuilds the whole index on every refresh (the benchmarks' baseline).
 	fullRebuild bool
+	// files keeps large agents' snapshots on disk (nil: none); persisting holds the agents
+	// whose file is being written.
+	files      *snapshotFiles
+	persisting sync.Map
 }
 
 // SearcherOption configures a Searcher.
@@ -107,6 +111,25 @@ func SearchWithLogger(l *slog.Logger) SearcherOption { return func(s *Searcher) 
 // next search loads the snapshot again); without it a guard logs to the searcher's logger.
 func SearchWithGuard(g *panics.Guard) SearcherOption { return func(s *Searcher) { s.guard = g } }
 
+// SearchWithSnapshotFiles keeps the snapshot of every agent with at least minChunks chunks
+// (0: DefaultSnapshotMinChunks) in a file in dir, so that a cold load reads the file and
+// only what changed since from the database (docs/recall.md, "Snapshot files").
+func SearchWithSnapshotFiles(dir string, minChunks int) SearcherOption {
+	return func(s *Searcher) {
+		if dir == "" {
+			return
+		}
+		if minChunks <= 0 {
+			minChunks = DefaultSnapshotMinChunks
+		}
+		s.files = &snapshotFiles{dir: dir, minChunks: minChunks, forgotten: map[int64]uint64{}}
+	}
+}
+
+// DefaultSnapshotMinChunks is the smallest agent whose snapshot is kept in a file: below,
+// a cold load from the database takes tens of milliseconds anyway.
+const DefaultSnapshotMinChunks = 5000
+
 // NewSearcher builds a searcher.
 func NewSearcher(db *gorm.DB, an *lexical.Analyzer, set Settings, opts ...SearcherOption) *Searcher {
 	set = set.withDefaults()
@@ -121,9 +144,61 @@ func NewSearcher(db *gorm.DB, an *lexical.Analyzer, set Settings, opts ...Search
 	return s
 }
 
-// Invalidate drops an agent's cached snapshot: the next search reads it whole from the
-// database (a cold search; benchmarks and tests use it).
+// Invalidate drops an agent's cached snapshot: the next search loads it again, from its
+// snapshot file if it has one, else from the database (a cold search; benchmarks and tests
+// use it).
 func (s *Searcher) Invalidate(agentID int64) { s.cache.drop(agentID) }
+
+// Forget drops the agent's cached snapshot and deletes its snapshot file (an erasure: its
+// chunks must leave the disk too); a file being written meanwhile is not put in place.
+func (s *Searcher) Forget(agentID int64) error {
+	s.cache.drop(agentID)
+	if s.files == nil {
+		return nil
+	}
+	err := s.files.remove(agentID)
+	s.cache.drop(agentID) // a refresh that raced the removal
+	return err
+}
+
+// SweepSnapshots removes the snapshot files of erased agents (an erasure run by another
+// process) and leftover temporary files: at start, before the files are trusted.
+func (s *Searcher) SweepSnapshots(ctx context.Context) error {
+	if s.files == nil {
+		return nil
+	}
+	return s.files.sweep(func(ids []int64) (map[int64]bool, error) {
+		gone := map[int64]bool{}
+		for start := 0; start < len(ids); start += 500 {
+			var erased []int64
+			if err := s.db.WithContext(ctx).Model(&store.AgentErasure{}).Where("agent_id IN ?", ids[start:min(start+500, len(ids))]).
+				Pluck("agent_id", &erased).Error; err != nil {
+				return nil, fmt.Errorf("read erased agents: %w", err)
+			}
+			for _, id := range erased {
+				gone[id] = true
+			}
+		}
+		return gone, nil
+	})
+}
+
+// persist writes the snapshot's file in the background when the agent is large enough (one
+// write per agent at a time).
+func (s *Searcher) persist(snap *snapshot) {
+	if s.files == nil || len(snap.chunks) < s.files.minChunks {
+		return
+	}
+	if _, busy := s.persisting.LoadOrStore(snap.agentID, true); busy {
+		return
+	}
+	s.guard.Go("recall.persist", func() {
+		defer s.persisting.Delete(snap.agentID)
+		if err := s.files.save(snap, snap.epoch); err != nil {
+			s.log.Warn("recall: snapshot file not written; cold loads read the database", "agent", snap.agentID, "err", err)
+		}
+	}, "agent", snap.agentID)
+}
 
 // CacheStats reports cached agents and bytes.
 func (s *Searcher) CacheStats() (agents int, bytes int64) { return s.cache.stats() }
@@ -937,13 +1012,30 @@ func (s *Searcher) generation(ctx context.Context, agentID int64) (int64, error)
 // model it keeps the chunks of files whose index state has not moved and reads only the
 // others; without one it reads everything.
 func (s *Searcher) refresh(ctx context.Context, agentID, gen int64, old *snapshot) (*snapshot, error) {
+	var epoch uint64
+	if s.files != nil {
+		epoch = s.files.epoch(agentID)
+	}
+	model := s.model()
+	full := old == nil || old.model != model
+	loaded := false
+	if full && s.files != nil && !s.fullRebuild {
+		// The agent's file, if any, stands for a cached snapshot: only what moved since it
+		// was written is read from the database.
+		snap, err := s.files.load(agentID, model)
+		if err != nil {
+			s.log.Warn("recall: snapshot file not used", "agent", agentID, "err", err)
+		}
+		if snap != nil {
+			snap.epoch = epoch
+			old, full, loaded = snap, false, true
+		}
+	}
 	db := s.db.WithContext(ctx)
 	files, err := readFileStates(db, agentID)
 	if err != nil {
 		return nil, err
 	}
-	model := s.model()
-	full := old == nil || old.model != model
 	var changed []string
 	if !full {
 		changed = changedFiles(old, files)
@@ -966,6 +1058,7 @@ func (s *Searcher) refresh(ctx context.Context, agentID, gen int64, old *snapsho
 	switch {
 	case full:
 		snap = newSnapshot(agentID, gen, model, fresh, files)
+		snap.epoch = epoch
 	case s.fullRebuild:
 		snap = newSnapshot(agentID, gen, model, append(keptChunks(old, files, changed), fresh...), files)
 	default:
@@ -973,7 +1066,21 @@ func (s *Searcher) refresh(ctx context.Context, agentID, gen int64, old *snapsho
 		snap = old.update(gen, files, changed, fresh)
 	}
 	s.cache.put(snap)
-	if snap.stale() {
+	switch {
+	case full:
+		s.persist(snap)
+	case loaded && (len(changed) > 0 || len(files) != len(old.files)):
+		// The file holds what is no longer so (an erased conversation, say): it goes now,
+		// and is written again once the snapshot is compacted.
+		next, alone, err := s.files.removeAfter(agentID, snap.epoch)
+		if err != nil {
+			s.log.Warn("recall: stale snapshot file not removed", "agent", agentID, "err", err)
+		}
+		if alone {
+			snap.epoch = next
+		}
+		s.compact(snap)
+	case snap.stale():
 		s.compact(snap)
 	}
 	return snap, nil

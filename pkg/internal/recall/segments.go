@@ -49,14 +49,18 @@ func (old *snapshot) update(gen int64, files map[string]fileState, changed []str
 			fresh[k].doc = lexical.Doc{Seg: sg, N: uint32(k)}
 		}
 	}
-	snap := &snapshot{agentID: old.agentID, generation: gen, model: old.model, files: files, deadVec: old.deadVec}
+	snap := &snapshot{agentID: old.agentID, generation: gen, model: old.model, files: files, dead: old.dead,
+		fromFile: old.fromFile, epoch: old.epoch}
 	// Merge the kept chunks (in order) with the fresh ones (in order).
 	chunks := make([]cachedChunk, 0, len(old.chunks)+len(fresh))
 	f := 0
 	for k := range old.chunks {
 		c := &old.chunks[k]
 		if drop[c.filename] {
-			snap.deadVec += int64(4 * len(c.vec)) // its vector stays in the old block
+			snap.dead += int64(4 * len(c.vec)) // its vector stays in the old block
+			if old.fromFile {
+				snap.dead += int64(len(c.heading) + len(c.text) + len(c.terms) + len(c.hash))
+			}
 			continue
 		}
 		for f < len(fresh) && compareChunks(&fresh[f], c) < 0 {
@@ -132,7 +136,7 @@ func segmentCounts(chunks []cachedChunk) map[*lexical.Segment]int {
 // the bytes held.
 func (snap *snapshot) assemble() {
 	refs := make([]lexical.Doc, len(snap.chunks))
-	snap.bytes = snap.deadVec
+	snap.bytes = snap.dead
 	for k := range snap.chunks {
 		c := &snap.chunks[k]
 		c.ix = k
@@ -152,7 +156,7 @@ func chunkBytes(c *cachedChunk) int64 {
 // main segment that it should be rebuilt whole: chunks outside the largest segment, removed
 // chunks the segments still hold, vectors of removed chunks still in shared blocks.
 func (snap *snapshot) stale() bool {
-	if snap.bm25.Segments() <= 1 && snap.deadVec == 0 && snap.bm25.Held() == snap.bm25.Len() {
+	if snap.bm25.Segments() <= 1 && snap.dead == 0 && snap.bm25.Held() == snap.bm25.Len() {
 		return false
 	}
 	most := 0
@@ -166,25 +170,37 @@ func (snap *snapshot) stale() bool {
 		vecBytes += int64(4 * len(snap.chunks[k].vec))
 	}
 	return outside > max(compactDocs, len(snap.chunks)/8) || removed > max(compactDocs, len(snap.chunks)/4) ||
-		snap.deadVec > max(vecBytes/4, 4<<20)
+		snap.dead > max(vecBytes/4, 4<<20)
 }
 
-// compacted is the snapshot rebuilt whole: one segment, one vector block, nothing removed
-// held.
+// compacted is the snapshot rebuilt whole: one segment, one vector block, its own strings
+// (not a file's), nothing removed held.
 func (snap *snapshot) compacted() *snapshot {
 	chunks := append([]cachedChunk(nil), snap.chunks...)
-	return newSnapshot(snap.agentID, snap.generation, snap.model, chunks, snap.files)
+	if snap.fromFile {
+		for k := range chunks {
+			c := &chunks[k]
+			c.heading, c.text, c.terms, c.hash = strings.Clone(c.heading), strings.Clone(c.text), strings.Clone(c.terms), strings.Clone(c.hash)
+			c.filename = strings.Clone(c.filename)
+		}
+	}
+	out := newSnapshot(snap.agentID, snap.generation, snap.model, chunks, snap.files)
+	out.epoch = snap.epoch
+	return out
 }
 
 // compact rebuilds a stale snapshot in the background and puts it in the cache in the
 // place of snap, unless snap is no longer the agent's cached snapshot by then (one
-// compaction per agent at a time).
+// compaction per agent at a time); then it writes the agent's file (persist).
 func (s *Searcher) compact(snap *snapshot) {
 	if _, busy := s.compacting.LoadOrStore(snap.agentID, true); busy {
 		return
 	}
 	s.guard.Go("recall.compact", func() {
 		defer s.compacting.Delete(snap.agentID)
-		s.cache.replace(snap, snap.compacted())
+		c := snap.compacted()
+		if s.cache.replace(snap, c) {
+			s.persist(c)
+		}
 	}, "agent", snap.agentID)
 }

@@ -142,3 +142,44 @@ func TestAssembledIndexMatchesNewIndex(t *testing.T) {
 		}
 	}
 }
+
+// A segment decoded from its encoding scores as the original; every truncation and many
+// corruptions of the encoding are an error or a segment, never a panic.
+func TestSegmentEncoding(t *testing.T) {
+	an := NewAnalyzer()
+	docs := [][]string{an.Terms("The server db-prod-03 crashed on Monday, the server"), an.Terms("用户的订单 ORD-2026-0042 已经发货"), {}, an.Terms("server room weather")}
+	sg := NewSegment(docs)
+	enc, err := sg.AppendBinary([]byte("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, rest, err := DecodeSegment(append(enc[1:], "tail"...))
+	if err != nil || string(rest) != "tail" || got.Bytes() != sg.Bytes() {
+		t.Fatalf("decode: %v, rest %q, %d bytes want %d", err, rest, got.Bytes(), sg.Bytes())
+	}
+	assemble := func(sg *Segment) *Index {
+		refs := make([]Doc, sg.Len())
+		for k := range refs {
+			refs[k] = Doc{Seg: sg, N: uint32(k)}
+		}
+		return Assemble(refs)
+	}
+	q := an.Query("server crash 订单")
+	if a, b := assemble(got).Search(q), assemble(sg).Search(q); !slices.Equal(a.Score, b.Score) || a.Weight != b.Weight {
+		t.Fatalf("decoded %v, original %v", a.Score, b.Score)
+	}
+	enc = enc[1:]
+	for n := range enc {
+		if _, _, err := DecodeSegment(enc[:n]); err == nil {
+			t.Fatalf("truncated to %d of %d bytes: no error", n, len(enc))
+		}
+	}
+	rnd := rand.New(rand.NewSource(1))
+	for range 2000 {
+		bad := append([]byte(nil), enc...)
+		bad[rnd.Intn(len(bad))] = byte(rnd.Intn(256))
+		if sg, _, err := DecodeSegment(bad); err == nil {
+			_ = assemble(sg).Search(q)
+		}
+	}
+}
