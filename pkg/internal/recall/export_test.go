@@ -62,3 +62,11 @@ func (s *Searcher) ColdSteps(ctx context.Context, agentID int64) (rows, vectors,
 	build = time.Since(st)
 	return rows, vectors, build, nil
 }
+
+// FromFile reports whether the searcher loaded a snapshot from a file.
+func (s *Searcher) FromFile(int64) bool { return s.fileLoads.Load() > 0 }
+
+// SnapshotPath is the agent's snapshot file in dir.
+func SnapshotPath(dir string, agentID int64) string {
+	return (&snapshotFiles{dir: dir}).path(agentID)
+}

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -153,7 +155,8 @@ func encodeSnapshot(snap *snapshot) ([]byte, bool) {
 	b = binary.AppendVarint(b, snap.generation)
 	b = appendString(b, snap.model)
 	b = binary.AppendUvarint(b, uint64(len(snap.files)))
-	for name, st := range snap.files {
+	for _, name := range slices.Sorted(maps.Keys(snap.files)) {
+		st := snap.files[name]
 		b = appendString(b, name)
 		b = binary.AppendVarint(b, st.fileID)
 		b = binary.AppendVarint(b, st.version)

@@ -1,6 +1,7 @@
 package recall_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,10 +9,12 @@ import (
 	"io"
 	"log/slog"
 	"math/rand"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/recall"
 	"github.com/matememory/matememory/pkg/internal/recall/embed"
 	"github.com/matememory/matememory/pkg/internal/recall/embed/embedtest"
@@ -571,5 +574,98 @@ func TestSegmentedRefreshMatchesColdBuild(t *testing.T) {
 	}
 	if most < 3 || most > 9 {
 		t.Fatalf("at most %d segments: want several, merged before they exceed 9", most)
+	}
+}
+
+// A large agent's snapshot is written to a file after a cold build; a new searcher loads
+// it from there, reads only what changed since, and answers as a cold build from the
+// database. A truncated, corrupted, foreign or older-format file is ignored and removed;
+// Forget (an erasure) removes the file.
+func TestSnapshotFiles(t *testing.T) {
+	r := newRig(t, storetest.SQLite(t), true)
+	ctx := context.Background()
+	dir := t.TempDir()
+	emb := embed.NewOpenAI(r.emb.Config())
+	searcher := func(opts ...recall.SearcherOption) *recall.Searcher {
+		return recall.NewSearcher(r.db.DB, lexical.NewAnalyzer(), recall.Settings{},
+			append([]recall.SearcherOption{recall.SearchWithEmbedder(emb), recall.SearchWithClock(func() time.Time { return now })}, opts...)...)
+	}
+	withFiles := func() *recall.Searcher { return searcher(recall.SearchWithSnapshotFiles(dir, 1)) }
+	for d := 1; d <= 6; d++ {
+		r.write(t, 1, fmt.Sprintf("memory/2026-05-%02d.md", d), fmt.Sprintf("# 2026-05-%02d\n\n- The router is rt-lab-%02d.\n- Coffee budget raised to %d.\n", d, d, d*10))
+		r.write(t, 2, "MEMORY.md", fmt.Sprintf("# Facts\n\n- Agent two's router is rt-two-%02d.\n", d))
+	}
+	queries := []string{"router rt-lab-03", "coffee budget raised", "rt-two-06", "rt-roof-09"}
+	answers := func(se *recall.Searcher, agent int64) string {
+		var b strings.Builder
+		for _, q := range queries {
+			res, err := se.Search(ctx, agent, recall.Query{Text: q})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "%q: %+v\n", q, res.Hits)
+		}
+		return b.String()
+	}
+	written := func(agent int64) []byte {
+		t.Helper()
+		var b []byte
+		poll.Until(t, 10*time.Second, "the snapshot file", func() bool {
+			var err error
+			b, err = os.ReadFile(recall.SnapshotPath(dir, agent))
+			return err == nil
+		})
+		return b
+	}
+	first := withFiles()
+	want1, want2 := answers(first, 1), answers(first, 2)
+	file1, file2 := written(1), written(2)
+	if !bytes.Contains(file1, []byte("rt-lab-03")) || bytes.Contains(file1, []byte("rt-two")) {
+		t.Fatal("agent 1's file must hold its chunks and no other agent's")
+	}
+	// A new process: the file, nothing read again.
+	se := withFiles()
+	if got := answers(se, 1); got != want1 || !se.FromFile(1) {
+		t.Fatalf("from the file (%v):\n%s\nwant\n%s", se.FromFile(1), got, want1)
+	}
+	// A change since the file was written: read from the database, the file replaced.
+	r.write(t, 1, "memory/2026-05-03.md", "# 2026-05-03\n\n- The router moved; it is rt-roof-09 now.\n")
+	se = withFiles()
+	cold := answers(searcher(), 1)
+	if got := answers(se, 1); got != cold || !se.FromFile(1) || !strings.Contains(got, "rt-roof-09") {
+		t.Fatalf("from the file (%v) and the change:\n%s\nwant\n%s", se.FromFile(1), got, cold)
+	}
+	poll.Until(t, 10*time.Second, "the file written again after the change", func() bool {
+		b, err := os.ReadFile(recall.SnapshotPath(dir, 1))
+		return err == nil && bytes.Contains(b, []byte("rt-roof-09"))
+	})
+	file1 = written(1)
+	// Bad files: each ignored (the answers are the database's) and removed.
+	magic := append([]byte(nil), file1...)
+	magic[7]++
+	flipped := append([]byte(nil), file1...)
+	flipped[len(flipped)/2] ^= 0x40
+	for name, bad := range map[string][]byte{"truncated": file1[:len(file1)-100], "flipped": flipped, "format version": magic,
+		"another agent's": file2, "empty": {}} {
+		if err := os.WriteFile(recall.SnapshotPath(dir, 1), bad, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		se := withFiles()
+		if got := answers(se, 1); got != cold || se.FromFile(1) {
+			t.Fatalf("%s file: from file %v\n%s\nwant\n%s", name, se.FromFile(1), got, cold)
+		}
+		poll.Until(t, 10*time.Second, name+" file replaced", func() bool {
+			b, err := os.ReadFile(recall.SnapshotPath(dir, 1))
+			return err == nil && bytes.Equal(b, file1) // removed, then written again from the database
+		})
+	}
+	if err := se.Forget(1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(recall.SnapshotPath(dir, 1)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Forget left the file: %v", err)
+	}
+	if got := answers(withFiles(), 2); got != want2 {
+		t.Fatalf("agent 2 from its file:\n%s\nwant\n%s", got, want2)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -93,6 +94,7 @@ type Searcher struct {
 	// whose file is being written.
 	files      *snapshotFiles
 	persisting sync.Map
+	fileLoads  atomic.Int64 // snapshots loaded from a file
 }
 
 // SearcherOption configures a Searcher.
@@ -1027,8 +1029,12 @@ func (s *Searcher) refresh(ctx context.Context, agentID, gen int64, old *snapsho
 			s.log.Warn("recall: snapshot file not used", "agent", agentID, "err", err)
 		}
 		if snap != nil {
+			s.fileLoads.Add(1)
 			snap.epoch = epoch
 			old, full, loaded = snap, false, true
+		} else {
+			// A bad file was removed just now (by this load, before anything was read).
+			epoch = s.files.epoch(agentID)
 		}
 	}
 	db := s.db.WithContext(ctx)
