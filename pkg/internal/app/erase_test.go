@@ -127,6 +127,10 @@ func TestEraseAgentLeavesNoByte(t *testing.T) {
 		if n := countCanary(t, a, db, cfg.Mate.DataDir, "canaryone"); n == 0 {
 			t.Fatal("the canary is nowhere before the erasure: the scan cannot see it")
 		}
+		// The search snapshot file (every agent gets one here) holds it too.
+		poll.Until(t, 30*time.Second, "agent 1's search snapshot file with the canary", func() bool {
+			return countCanary(t, a, storetest.DB{}, filepath.Join(cfg.Mate.DataDir, "recall"), "canaryone") > 0
+		})
 
 		// An event on its way when the erasure comes: stored on the stream, delivered or
 		// waiting for the agent's cooldown; whatever its state, nothing of it may come back.
@@ -207,6 +211,7 @@ func startCanaryApp(t *testing.T, ctx context.Context, db storetest.DB, listen s
 	fake := llmtest.New(t, canaryLLM)
 	cfg := config.Default()
 	cfg.Mate.DataDir = t.TempDir()
+	cfg.Mate.Memory.Search.SnapshotMinChunks = 1 // every agent's search snapshot in a file, for the scan
 	cfg.Mate.HTTP.Addr = "127.0.0.1:0"
 	cfg.Mate.NATS.EmbeddedListen = listen
 	cfg.Mate.Timezone = "UTC"

@@ -12,6 +12,7 @@ import (
 	"github.com/matememory/matememory/pkg/internal/config"
 	"github.com/matememory/matememory/pkg/internal/erasure"
 	"github.com/matememory/matememory/pkg/internal/lease"
+	"github.com/matememory/matememory/pkg/internal/recall"
 	"github.com/matememory/matememory/pkg/internal/rest"
 )
 
@@ -25,7 +26,14 @@ func (a *App) buildErasure(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.Erasure = erasure.New(erasure.Deps{DB: a.DB, JS: a.JS, Leases: leases, CloseSessions: a.MCPHub.CloseAgent, Log: a.Log, Now: a.Now})
+	forget := func(agentID int64) error {
+		if a.Recall != nil {
+			return a.Recall.Forget(agentID)
+		}
+		return recall.RemoveSnapshot(snapshotDir(a.Cfg), agentID)
+	}
+	a.Erasure = erasure.New(erasure.Deps{DB: a.DB, JS: a.JS, Leases: leases, CloseSessions: a.MCPHub.CloseAgent, ForgetSearch: forget,
+		Log: a.Log, Now: a.Now})
 	rest.RegisterErasure(a.HTTP, a.Erasure)
 	return nil
 }
@@ -76,7 +84,9 @@ func eraseAgent(ctx context.Context, cfg config.Config, log *slog.Logger, args [
 		fmt.Fprintln(stderr, "erase:", err)
 		return 1
 	}
-	svc := erasure.New(erasure.Deps{DB: a.DB, JS: a.JS, Leases: leases, Log: log, Now: a.Now})
+	// An API process of this data dir keeps the agent's search snapshot file there.
+	forget := func(agentID int64) error { return recall.RemoveSnapshot(snapshotDir(cfg), agentID) }
+	svc := erasure.New(erasure.Deps{DB: a.DB, JS: a.JS, Leases: leases, ForgetSearch: forget, Log: log, Now: a.Now})
 	var r any
 	if *conv != "" {
 		r, err = svc.EraseConversation(ctx, *agent, *conv, "cli")

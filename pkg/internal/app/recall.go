@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 
 	"github.com/matememory/matememory/pkg/internal/config"
 	"github.com/matememory/matememory/pkg/internal/recall"
@@ -25,6 +26,15 @@ func recallSettings(c config.Config) recall.Settings {
 		MMRLambda: s.MMRLambda, MinScore: s.MinScore, MaxResults: s.MaxResults, MaxQueryBytes: s.MaxQueryBytes,
 		MinCoverage: offIfZero(s.MinCoverage), MinCosine: offIfZero(s.MinCosine),
 		CacheBytes: int64(s.CacheMB * (1 << 20)), ReconcileInterval: config.Seconds(s.ReconcileSeconds)}
+}
+
+// snapshotDir is where API processes keep large agents' search snapshots: <data-dir>/recall,
+// none without a data dir or with snapshot-min-chunks 0.
+func snapshotDir(c config.Config) string {
+	if c.Mate.DataDir == "" || c.Mate.Memory.Search.SnapshotMinChunks <= 0 {
+		return ""
+	}
+	return filepath.Join(c.Mate.DataDir, "recall")
 }
 
 // offIfZero maps a configured 0 ("off") to recall's negative (its zero is "the default").
@@ -73,7 +83,14 @@ func (a *App) buildRecall(ctx context.Context) error {
 		if emb != nil {
 			opts = append(opts, recall.SearchWithEmbedder(emb))
 		}
+		if dir := snapshotDir(a.Cfg); dir != "" {
+			opts = append(opts, recall.SearchWithSnapshotFiles(dir, m.Memory.Search.SnapshotMinChunks))
+		}
 		a.Recall = recall.NewSearcher(a.DB, an, set, opts...)
+		// Files of agents erased by another process go before any is read.
+		if err := a.Recall.SweepSnapshots(ctx); err != nil {
+			a.Log.Warn("recall: snapshot files not swept", "err", err)
+		}
 		sub, err := recall.Subscribe(a.NC, a.Recall)
 		if err != nil {
 			return fmt.Errorf("subscribe to %s: %w", recall.SubjectIndexed, err)

@@ -234,6 +234,9 @@ type Search struct {
 	CacheMB float64 `yaml:"cache-mb"`
 	// ReconcileSeconds is how often the indexer sweeps for changes it missed.
 	ReconcileSeconds float64 `yaml:"reconcile-seconds"`
+	// SnapshotMinChunks: an API process keeps the snapshot of every agent with at least so
+	// many chunks in a file under <data-dir>/recall, read on a cold load (0 = no files).
+	SnapshotMinChunks int `yaml:"snapshot-min-chunks"`
 }
 
 // Agent nests the spec's mate.agent.conversation.window.
@@ -325,7 +328,7 @@ func Default() Config {
 			ManualEmergenceCooldownSeconds: 60,
 			Search: Search{Enabled: true, Sources: []string{"files"}, ChunkTokens: 400, OverlapTokens: 60, VectorWeight: 0.7, TextWeight: 0.3,
 				HalfLifeDays: 30, DecayFloor: 0.8, MMRLambda: 0.9, MinScore: 0.1, MinCoverage: 0.6, MinCosine: 0.8, MaxResults: 50,
-				MaxQueryBytes: 2000, CacheMB: 256, ReconcileSeconds: 30},
+				MaxQueryBytes: 2000, CacheMB: 256, ReconcileSeconds: 30, SnapshotMinChunks: 5000},
 			Budget: Budget{MemoryTokens: 2000, ProfileTokens: 800},
 		},
 		Embedding: Embedding{Model: "text-embedding-3-small", TimeoutSeconds: 30},

@@ -67,4 +67,7 @@ func validateRecall(m Mate, bad func(key, format string, args ...any)) {
 	if s.ReconcileSeconds <= 0 {
 		bad("mate.memory.search.reconcile-seconds", "%v; accepted: a number greater than 0", s.ReconcileSeconds)
 	}
+	if s.SnapshotMinChunks < 0 {
+		bad("mate.memory.search.snapshot-min-chunks", "%d; accepted: 0 (no snapshot files) or more", s.SnapshotMinChunks)
+	}
 }

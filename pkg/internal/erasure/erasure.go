@@ -59,8 +59,11 @@ type Deps struct {
 	Leases *lease.Manager
 	// CloseSessions closes the agent's MCP sessions in this process and says how many.
 	CloseSessions func(agentID int64) int
-	Log           *slog.Logger
-	Now           func() time.Time
+	// ForgetSearch drops the agent's memory search snapshot in this process: the cached one
+	// and its snapshot file (recall.Searcher.Forget; nil: none).
+	ForgetSearch func(agentID int64) error
+	Log          *slog.Logger
+	Now          func() time.Time
 	// LeaseWait bounds the wait for a lease held by a worker (default 2 minutes).
 	LeaseWait time.Duration
 }
@@ -127,6 +130,9 @@ func (s *Service) EraseAgent(ctx context.Context, agentID int64, actor string) (
 	if err := s.eraseRows(ctx, agentID, &r); err != nil {
 		return r, err
 	}
+	if err := s.forgetSearch(agentID); err != nil {
+		return r, err
+	}
 	if s.d.DB.Dialector.Name() == "sqlite" {
 		if err := s.compact(ctx); err != nil {
 			return r, fmt.Errorf("erase agent %d: rows deleted, but compacting the SQLite file failed (run the erasure again): %w", agentID, err)
@@ -152,6 +158,18 @@ func (s *Service) EraseAgent(ctx context.Context, agentID int64, actor string) (
 	}
 	s.d.Log.Info("agent erased", "agent", agentID, "actor", actor, "rows", r.Rows, "messages", r.Messages)
 	return r, nil
+}
+
+// forgetSearch drops the agent's search snapshot, after its rows are gone (a refresh then
+// finds nothing to put back).
+func (s *Service) forgetSearch(agentID int64) error {
+	if s.d.ForgetSearch == nil {
+		return nil
+	}
+	if err := s.d.ForgetSearch(agentID); err != nil {
+		return fmt.Errorf("erase agent %d: rows deleted, but its search snapshot file stays (run the erasure again): %w", agentID, err)
+	}
+	return nil
 }
 
 func (s *Service) acquire(ctx context.Context, agentID int64) (*lease.Lease, error) {
@@ -407,6 +425,10 @@ func (s *Service) EraseConversation(ctx context.Context, agentID int64, conv, ac
 	}
 	r.Derived = derived
 	if err := deleteConversationRows(db, agentID, conv, runIDs, r.Rows); err != nil {
+		return r, err
+	}
+	// The agent's search snapshot file holds the conversation's chunks too.
+	if err := s.forgetSearch(agentID); err != nil {
 		return r, err
 	}
 	if s.d.DB.Dialector.Name() == "sqlite" {

@@ -15,6 +15,7 @@ import (
 
 	"gorm.io/gorm"
 
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/recall"
 	"github.com/matememory/matememory/pkg/internal/recall/embed"
 	"github.com/matememory/matememory/pkg/internal/recall/embed/embedtest"
@@ -53,6 +54,8 @@ func BenchmarkRecallSearch(b *testing.B) {
 			b.ReportMetric(ms(f.changedFull, 50), "changed_full_p50_ms")
 			b.ReportMetric(ms(f.warmAfter, 50), "warm_segs_p50_ms")
 			b.ReportMetric(ms(f.warmAfter, 99), "warm_segs_p99_ms")
+			b.ReportMetric(ms(f.coldFile, 50), "cold_file_p50_ms")
+			b.ReportMetric(ms(f.coldFile, 99), "cold_file_p99_ms")
 			b.ReportMetric(ms(f.coldRows, 50), "cold_rows_ms")
 			b.ReportMetric(ms(f.coldVectors, 50), "cold_vectors_ms")
 			b.ReportMetric(ms(f.coldBuild, 50), "cold_build_ms")
@@ -69,7 +72,7 @@ func TestRecallSearchHarness(t *testing.T) {
 	env := newSearchEnv(t, 64, 1)
 	env.seed(t, 1, 300)
 	f := env.searchLatency(t, 1, 1, 3, 3)
-	if len(f.warm) != 200 || len(f.cold) != 3 || len(f.changed) != 3 || len(f.changedFull) != 3 || len(f.warmAfter) != 200 {
+	if len(f.warm) != 200 || len(f.cold) != 3 || len(f.coldFile) != 3 || len(f.changed) != 3 || len(f.changedFull) != 3 || len(f.warmAfter) != 200 {
 		t.Fatalf("searches timed: %d warm, %d cold, %d and %d (full rebuild) after a change, %d warm after", len(f.warm), len(f.cold),
 			len(f.changed), len(f.changedFull), len(f.warmAfter))
 	}
@@ -154,7 +157,9 @@ type searchFigures struct {
 	// baseline); warmAfter: warm again, on the segments the changes left.
 	changedFull, warmAfter           []time.Duration
 	coldRows, coldVectors, coldBuild []time.Duration
-	cacheBytes, rssMB                int64
+	// coldFile: cold searches loading the snapshot file (written after a first cold load).
+	coldFile          []time.Duration
+	cacheBytes, rssMB int64
 }
 
 // searchLatency times, on a new searcher, rounds × 200 searches on the agent's cached
@@ -202,6 +207,24 @@ func (e *searchEnv) searchLatency(tb testing.TB, agent int64, rounds, coldN, cha
 		}
 		f.coldRows, f.coldVectors, f.coldBuild = append(f.coldRows, rows), append(f.coldVectors, vectors), append(f.coldBuild, build)
 	}
+	dir := tb.TempDir()
+	files := recall.NewSearcher(e.db.DB, e.an, recall.Settings{CacheBytes: 4 << 30}, recall.SearchWithEmbedder(e.emb), recall.SearchWithSnapshotFiles(dir, 1))
+	if _, err := files.Search(ctx, agent, recall.Query{Text: queries[0]}); err != nil {
+		tb.Fatal(err)
+	}
+	poll.Until(tb, 5*time.Minute, "the snapshot file", func() bool {
+		_, err := os.Stat(recall.SnapshotPath(dir, agent))
+		return err == nil
+	})
+	for r := 0; r < coldN; r++ {
+		files.Invalidate(agent)
+		st := time.Now()
+		if _, err := files.Search(ctx, agent, recall.Query{Text: queries[r%len(queries)]}); err != nil {
+			tb.Fatal(err)
+		}
+		f.coldFile = append(f.coldFile, time.Since(st))
+	}
+	files.Invalidate(agent)
 	full := recall.NewSearcher(e.db.DB, e.an, recall.Settings{CacheBytes: 4 << 30}, recall.SearchWithEmbedder(e.emb), recall.SearchWithFullRebuild())
 	if _, err := full.Search(ctx, agent, recall.Query{Text: queries[0]}); err != nil {
 		tb.Fatal(err)

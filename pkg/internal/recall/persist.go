@@ -162,29 +162,46 @@ func encodeSnapshot(snap *snapshot) ([]byte, bool) {
 		b = binary.AppendVarint(b, st.version)
 		b = appendBool(b, st.pending)
 	}
-	floats := 0
+	floats, blob := 0, 0
 	for k := range snap.chunks {
-		floats += len(snap.chunks[k].vec)
+		c := &snap.chunks[k]
+		floats += len(c.vec)
+		blob += len(c.heading) + len(c.text) + len(c.terms) + len(c.hash)
+		if k == 0 || c.filename != snap.chunks[k-1].filename {
+			blob += len(c.filename)
+		}
 	}
 	b = binary.AppendUvarint(b, uint64(len(snap.chunks)))
 	b = binary.AppendUvarint(b, uint64(floats))
+	// The chunks' strings first, in one run (a loaded snapshot's strings are slices of one
+	// copy of it, which holds nothing else), then the chunks' fields with their lengths.
+	b = binary.AppendUvarint(b, uint64(blob))
 	prev := ""
+	for k := range snap.chunks {
+		c := &snap.chunks[k]
+		if c.filename != prev {
+			b = append(b, c.filename...)
+		}
+		prev = c.filename
+		b = append(append(append(append(b, c.heading...), c.text...), c.terms...), c.hash...)
+	}
+	prev = ""
 	for k := range snap.chunks {
 		c := &snap.chunks[k]
 		// A file's name once, for its first chunk.
 		b = appendBool(b, c.filename == prev)
 		if c.filename != prev {
-			b = appendString(b, c.filename)
+			b = binary.AppendUvarint(b, uint64(len(c.filename)))
 			prev = c.filename
 		}
 		b = binary.AppendVarint(b, int64(c.ordinal))
 		b = binary.AppendVarint(b, int64(c.startLine))
 		b = binary.AppendVarint(b, int64(c.end))
-		b = appendString(b, c.heading)
-		b = appendString(b, c.text)
-		b = appendString(b, c.terms)
+		b = binary.AppendUvarint(b, uint64(len(c.heading)))
+		b = binary.AppendUvarint(b, uint64(len(c.text)))
+		b = binary.AppendUvarint(b, uint64(len(c.terms)))
 		b = binary.AppendVarint(b, c.fileVersion)
-		b = appendString(b, c.hash)
+		b = binary.AppendUvarint(b, uint64(len(c.hash)))
 		b = binary.AppendVarint(b, c.date.Unix())
 		b = binary.AppendVarint(b, int64(c.date.Nanosecond()))
 		b = appendBool(b, c.dated)
@@ -226,38 +243,53 @@ func decodeSnapshot(b []byte, agentID int64, model string) (*snapshot, error) {
 	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(b[16:]) {
 		return nil, fmt.Errorf("%w: checksum", errSnapshotFile)
 	}
-	// The chunks' strings are slices of one copy of the body (one allocation, not five per
-	// chunk); a compaction copies the strings it keeps.
-	d := snapDecoder{b: body, s: string(body)}
+	d := snapDecoder{b: body}
 	if got := d.varint(); got != agentID || d.err != nil {
 		return nil, fmt.Errorf("%w: agent %d's file holds agent %d", errSnapshotFile, agentID, got)
 	}
 	snap := &snapshot{agentID: agentID, generation: d.varint(), fromFile: true}
-	if snap.model = d.str(); snap.model != model {
+	if snap.model = string(d.bytes(d.count())); snap.model != model {
 		return nil, fmt.Errorf("%w: model %q, want %q", errSnapshotFile, snap.model, model)
 	}
 	nf := d.count()
 	snap.files = make(map[string]fileState, nf)
 	for range nf {
-		name := d.str()
+		name := string(d.bytes(d.count()))
 		snap.files[name] = fileState{fileID: d.varint(), version: d.varint(), pending: d.bool()}
 	}
 	n, floats := d.count(), d.count()
 	if floats > len(body)/4 {
 		return nil, fmt.Errorf("%w: %d floats", errSnapshotFile, floats)
 	}
+	// The chunks' strings are slices of one copy of their run (one allocation, not five per
+	// chunk); a compaction copies the strings it keeps.
+	blob := string(d.bytes(d.count()))
+	// str takes the next string of the run, its length read from the fields.
+	str := func() string {
+		n := d.uvarint()
+		if n > uint64(len(blob)) {
+			d.fail()
+			return ""
+		}
+		s := blob[:n]
+		blob = blob[n:]
+		return s
+	}
 	snap.chunks = make([]cachedChunk, n)
 	block := make([]float32, floats)
 	name := ""
 	for k := range snap.chunks {
 		if !d.bool() {
-			name = d.str()
+			name = str()
 		}
 		c := &snap.chunks[k]
 		c.filename = name
 		c.ordinal, c.startLine, c.end = int(d.varint()), int(d.varint()), int(d.varint())
-		c.heading, c.text, c.terms = d.str(), d.str(), d.str()
-		c.fileVersion, c.hash = d.varint(), d.str()
+		c.heading = str()
+		c.text = str()
+		c.terms = str()
+		c.fileVersion = d.varint()
+		c.hash = str()
 		sec, nsec := d.varint(), d.varint()
 		c.date = time.Unix(sec, nsec).UTC()
 		c.dated = d.bool()
@@ -276,6 +308,9 @@ func decodeSnapshot(b []byte, agentID int64, model string) (*snapshot, error) {
 			return nil, d.err
 		}
 	}
+	if len(blob) != 0 {
+		return nil, fmt.Errorf("%w: strings left over", errSnapshotFile)
+	}
 	sg, rest, err := lexical.DecodeSegment(d.b)
 	if err != nil || len(rest) != 0 || sg.Len() != n {
 		return nil, fmt.Errorf("%w: posting lists", errSnapshotFile)
@@ -292,11 +327,9 @@ func decodeSnapshot(b []byte, agentID int64, model string) (*snapshot, error) {
 	return snap, nil
 }
 
-// snapDecoder reads a snapshot body (b, and s the same bytes as a string), remembering the
-// first error.
+// snapDecoder reads a snapshot body, remembering the first error.
 type snapDecoder struct {
 	b   []byte
-	s   string
 	err error
 }
 
@@ -311,7 +344,17 @@ func (d *snapDecoder) skip(n int) {
 		d.fail()
 		return
 	}
-	d.b, d.s = d.b[n:], d.s[n:]
+	d.b = d.b[n:]
+}
+
+func (d *snapDecoder) bytes(n int) []byte {
+	if d.err != nil || n > len(d.b) {
+		d.fail()
+		return nil
+	}
+	out := d.b[:n]
+	d.b = d.b[n:]
+	return out
 }
 
 func (d *snapDecoder) varint() int64 {
@@ -327,6 +370,20 @@ func (d *snapDecoder) varint() int64 {
 	return v
 }
 
+func (d *snapDecoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.skip(n)
+	return v
+}
+
+// count reads a number of items that follow, each taking a byte or more.
 func (d *snapDecoder) count() int {
 	if d.err != nil {
 		return 0
@@ -338,17 +395,6 @@ func (d *snapDecoder) count() int {
 	}
 	d.skip(n)
 	return int(v)
-}
-
-func (d *snapDecoder) str() string {
-	n := d.count()
-	if d.err != nil || n > len(d.s) {
-		d.fail()
-		return ""
-	}
-	s := d.s[:n]
-	d.skip(n)
-	return s
 }
 
 func (d *snapDecoder) bool() bool {
