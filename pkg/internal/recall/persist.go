@@ -171,6 +171,10 @@ func encodeSnapshot(snap *snapshot) ([]byte, bool) {
 			blob += len(c.filename)
 		}
 	}
+	// The posting lists before the chunks, with their length: a load decodes both at once.
+	seg, _ := sg.AppendBinary(nil)
+	b = binary.AppendUvarint(b, uint64(len(seg)))
+	b = append(b, seg...)
 	b = binary.AppendUvarint(b, uint64(len(snap.chunks)))
 	b = binary.AppendUvarint(b, uint64(floats))
 	// The chunks' strings first, in one run (a loaded snapshot's strings are slices of one
@@ -210,7 +214,6 @@ func encodeSnapshot(snap *snapshot) ([]byte, bool) {
 			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
 		}
 	}
-	b, _ = sg.AppendBinary(b)
 	copy(b, snapMagic)
 	binary.LittleEndian.PutUint64(b[8:], uint64(len(b)-20))
 	binary.LittleEndian.PutUint32(b[16:], crc32.Checksum(b[20:], castagnoli))
@@ -257,6 +260,20 @@ func decodeSnapshot(b []byte, agentID int64, model string) (*snapshot, error) {
 		name := string(d.bytes(d.count()))
 		snap.files[name] = fileState{fileID: d.varint(), version: d.varint(), pending: d.bool()}
 	}
+	type decoded struct {
+		sg   *lexical.Segment
+		rest []byte
+		err  error
+	}
+	segment := make(chan decoded, 1)
+	seg := d.bytes(d.count())
+	if d.err != nil {
+		return nil, d.err
+	}
+	go func() {
+		sg, rest, err := lexical.DecodeSegment(seg)
+		segment <- decoded{sg, rest, err}
+	}()
 	n, floats := d.count(), d.count()
 	if floats > len(body)/4 {
 		return nil, fmt.Errorf("%w: %d floats", errSnapshotFile, floats)
@@ -311,8 +328,12 @@ func decodeSnapshot(b []byte, agentID int64, model string) (*snapshot, error) {
 	if len(blob) != 0 {
 		return nil, fmt.Errorf("%w: strings left over", errSnapshotFile)
 	}
-	sg, rest, err := lexical.DecodeSegment(d.b)
-	if err != nil || len(rest) != 0 || sg.Len() != n {
+	if len(d.b) != 0 {
+		return nil, fmt.Errorf("%w: bytes after the chunks", errSnapshotFile)
+	}
+	dec := <-segment
+	sg := dec.sg
+	if dec.err != nil || len(dec.rest) != 0 || sg.Len() != n {
 		return nil, fmt.Errorf("%w: posting lists", errSnapshotFile)
 	}
 	for k := 1; k < n; k++ {
