@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"maps"
 	"math"
@@ -119,14 +120,14 @@ func (p *snapshotFiles) save(snap *snapshot, epoch uint64) error {
 // load reads the agent's file for model; nil when there is none or it is not usable (then
 // it is removed).
 func (p *snapshotFiles) load(agentID int64, model string) (*snapshot, error) {
-	b, err := os.ReadFile(p.path(agentID))
+	fields, strs, err := readSnapshotFile(p.path(agentID))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("read the recall snapshot of agent %d: %w", agentID, err)
+	var snap *snapshot
+	if err == nil {
+		snap, err = decodeFields(fields, strs, agentID, model)
 	}
-	snap, err := decodeSnapshot(b, agentID, model)
 	if err != nil {
 		_ = p.remove(agentID)
 		return nil, fmt.Errorf("recall snapshot of agent %d ignored (read from the database instead): %w", agentID, err)
@@ -134,7 +135,7 @@ func (p *snapshotFiles) load(agentID int64, model string) (*snapshot, error) {
 	return snap, nil
 }
 
-// encodeSnapshot is the file's bytes: magic, body length, CRC-32C of the body, body. ok is
+// encodeSnapshot is the file's bytes: the header, the fields, the strings (seal). ok is
 // false when the snapshot is not one segment numbered in chunk order (not compacted).
 func encodeSnapshot(snap *snapshot) ([]byte, bool) {
 	if snap.bm25.Segments() != 1 || snap.bm25.Held() != len(snap.chunks) {
@@ -150,7 +151,7 @@ func encodeSnapshot(snap *snapshot) ([]byte, bool) {
 			return nil, false
 		}
 	}
-	b := make([]byte, 20, snap.bytes+1024)
+	b := make([]byte, snapHeader, snap.bytes+1024)
 	b = binary.AppendVarint(b, snap.agentID)
 	b = binary.AppendVarint(b, snap.generation)
 	b = appendString(b, snap.model)
@@ -177,17 +178,18 @@ func encodeSnapshot(snap *snapshot) ([]byte, bool) {
 	b = append(b, seg...)
 	b = binary.AppendUvarint(b, uint64(len(snap.chunks)))
 	b = binary.AppendUvarint(b, uint64(floats))
-	// The chunks' strings first, in one run (a loaded snapshot's strings are slices of one
-	// copy of it, which holds nothing else), then the chunks' fields with their lengths.
-	b = binary.AppendUvarint(b, uint64(blob))
+	// The chunks' strings go in one run at the end of the file (a loaded snapshot's strings
+	// are slices of one string read from it, which holds nothing else); the chunks' fields
+	// hold their lengths.
+	strs := make([]byte, 0, blob)
 	prev := ""
 	for k := range snap.chunks {
 		c := &snap.chunks[k]
 		if c.filename != prev {
-			b = append(b, c.filename...)
+			strs = append(strs, c.filename...)
 		}
 		prev = c.filename
-		b = append(append(append(append(b, c.heading...), c.text...), c.terms...), c.hash...)
+		strs = append(append(append(append(strs, c.heading...), c.text...), c.terms...), c.hash...)
 	}
 	prev = ""
 	for k := range snap.chunks {
@@ -214,10 +216,57 @@ func encodeSnapshot(snap *snapshot) ([]byte, bool) {
 			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
 		}
 	}
+	return seal(b, strs), true
+}
+
+// snapHeader is the file's header: magic, the lengths of the fields and of the strings, the
+// CRC-32C of both.
+const snapHeader = 28
+
+// seal completes b (a header's room, then the fields) with the strings and the header.
+func seal(b, strs []byte) []byte {
 	copy(b, snapMagic)
-	binary.LittleEndian.PutUint64(b[8:], uint64(len(b)-20))
-	binary.LittleEndian.PutUint32(b[16:], crc32.Checksum(b[20:], castagnoli))
-	return b, true
+	binary.LittleEndian.PutUint64(b[8:], uint64(len(b)-snapHeader))
+	binary.LittleEndian.PutUint64(b[16:], uint64(len(strs)))
+	binary.LittleEndian.PutUint32(b[24:], crc32.Update(crc32.Checksum(b[snapHeader:], castagnoli), castagnoli, strs))
+	return append(b, strs...)
+}
+
+// readSnapshotFile reads a file seal wrote: the fields as bytes, the strings as one string
+// (read straight into it, not copied from a byte slice), checked against the header.
+func readSnapshotFile(path string) (fields []byte, strs string, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "", err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, "", err
+	}
+	var h [snapHeader]byte
+	if _, err := io.ReadFull(f, h[:]); err != nil || string(h[:8]) != snapMagic {
+		return nil, "", errSnapshotFile
+	}
+	nf, ns := binary.LittleEndian.Uint64(h[8:]), binary.LittleEndian.Uint64(h[16:])
+	if size := uint64(st.Size()); nf > size || ns > size || snapHeader+nf+ns != size {
+		return nil, "", fmt.Errorf("%w: %d bytes, header says %d + %d", errSnapshotFile, size, nf, ns)
+	}
+	fields = make([]byte, nf)
+	if _, err := io.ReadFull(f, fields); err != nil {
+		return nil, "", fmt.Errorf("%w: %v", errSnapshotFile, err)
+	}
+	sum := crc32.New(castagnoli)
+	_, _ = sum.Write(fields)
+	var sb strings.Builder
+	sb.Grow(int(ns))
+	if _, err := io.CopyN(io.MultiWriter(&sb, sum), f, int64(ns)); err != nil {
+		return nil, "", fmt.Errorf("%w: %v", errSnapshotFile, err)
+	}
+	if sum.Sum32() != binary.LittleEndian.Uint32(h[24:]) {
+		return nil, "", fmt.Errorf("%w: checksum", errSnapshotFile)
+	}
+	return fields, sb.String(), nil
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -236,16 +285,26 @@ func appendBool(b []byte, v bool) []byte {
 // errSnapshotFile is a snapshot file that is not one this version wrote whole.
 var errSnapshotFile = errors.New("not a complete snapshot file of this version")
 
-// decodeSnapshot reads a file encodeSnapshot wrote, for agentID and model only. Any flaw is
-// an error, never a panic.
+// decodeSnapshot reads a file's bytes as encodeSnapshot wrote them (tests; load reads the
+// file with readSnapshotFile and decodes with decodeFields).
 func decodeSnapshot(b []byte, agentID int64, model string) (*snapshot, error) {
-	if len(b) < 20 || string(b[:8]) != snapMagic || binary.LittleEndian.Uint64(b[8:]) != uint64(len(b)-20) {
+	if len(b) < snapHeader || string(b[:8]) != snapMagic {
 		return nil, errSnapshotFile
 	}
-	body := b[20:]
-	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(b[16:]) {
+	nf, ns := binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint64(b[16:])
+	if nf > uint64(len(b)) || ns > uint64(len(b)) || snapHeader+nf+ns != uint64(len(b)) {
+		return nil, errSnapshotFile
+	}
+	fields, strs := b[snapHeader:snapHeader+nf], b[snapHeader+nf:]
+	if crc32.Update(crc32.Checksum(fields, castagnoli), castagnoli, strs) != binary.LittleEndian.Uint32(b[24:]) {
 		return nil, fmt.Errorf("%w: checksum", errSnapshotFile)
 	}
+	return decodeFields(fields, string(strs), agentID, model)
+}
+
+// decodeFields builds the snapshot of a file's fields and strings, for agentID and model
+// only. Any flaw is an error, never a panic.
+func decodeFields(body []byte, blob string, agentID int64, model string) (*snapshot, error) {
 	d := snapDecoder{b: body}
 	if got := d.varint(); got != agentID || d.err != nil {
 		return nil, fmt.Errorf("%w: agent %d's file holds agent %d", errSnapshotFile, agentID, got)
@@ -278,9 +337,8 @@ func decodeSnapshot(b []byte, agentID int64, model string) (*snapshot, error) {
 	if floats > len(body)/4 {
 		return nil, fmt.Errorf("%w: %d floats", errSnapshotFile, floats)
 	}
-	// The chunks' strings are slices of one copy of their run (one allocation, not five per
-	// chunk); a compaction copies the strings it keeps.
-	blob := string(d.bytes(d.count()))
+	// The chunks' strings are slices of blob (one allocation, not five per chunk); a
+	// compaction copies the strings it keeps.
 	// str takes the next string of the run, its length read from the fields.
 	str := func() string {
 		n := d.uvarint()

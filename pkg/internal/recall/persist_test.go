@@ -2,7 +2,6 @@ package recall
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 	"math/rand"
 	"testing"
 	"time"
@@ -44,25 +43,34 @@ func TestDecodeSnapshotNeverPanics(t *testing.T) {
 	if _, err := decodeSnapshot(b, 42, "other@2"); err == nil {
 		t.Fatal("a file of another model loaded")
 	}
-	reseal := func(body []byte) []byte {
-		out := append([]byte(snapMagic), make([]byte, 12)...)
-		out = append(out, body...)
-		binary.LittleEndian.PutUint64(out[8:], uint64(len(body)))
-		binary.LittleEndian.PutUint32(out[16:], crc32.Checksum(body, castagnoli))
-		return out
+	// The fields and strings as written, sealed again after each cut or change.
+	nf := binary.LittleEndian.Uint64(b[8:])
+	fields, strs := b[snapHeader:snapHeader+nf], b[snapHeader+nf:]
+	reseal := func(f, s []byte) []byte { return seal(append(make([]byte, snapHeader), f...), s) }
+	if _, err := decodeSnapshot(reseal(fields, strs), 42, "m@2"); err != nil {
+		t.Fatalf("resealed: %v", err)
 	}
-	body := b[20:]
-	for n := range body {
-		if _, err := decodeSnapshot(reseal(body[:n]), 42, "m@2"); err == nil {
-			t.Fatalf("body truncated to %d of %d bytes: no error", n, len(body))
+	for n := range fields {
+		if _, err := decodeSnapshot(reseal(fields[:n], strs), 42, "m@2"); err == nil {
+			t.Fatalf("fields truncated to %d of %d bytes: no error", n, len(fields))
+		}
+	}
+	for n := range strs {
+		if _, err := decodeSnapshot(reseal(fields, strs[:n]), 42, "m@2"); err == nil {
+			t.Fatalf("strings truncated to %d of %d bytes: no error", n, len(strs))
 		}
 	}
 	rnd := rand.New(rand.NewSource(1))
 	for range 5000 {
-		bad := append([]byte(nil), body...)
+		bf, bs := append([]byte(nil), fields...), append([]byte(nil), strs...)
 		for k := 1 + rnd.Intn(3); k > 0; k-- {
-			bad[rnd.Intn(len(bad))] = byte(rnd.Intn(256))
+			bf[rnd.Intn(len(bf))] = byte(rnd.Intn(256))
 		}
-		_, _ = decodeSnapshot(reseal(bad), 42, "m@2")
+		_, _ = decodeSnapshot(reseal(bf, bs), 42, "m@2")
+	}
+	for n := range b {
+		if _, err := decodeSnapshot(b[:n], 42, "m@2"); err == nil {
+			t.Fatalf("file truncated to %d of %d bytes: no error", n, len(b))
+		}
 	}
 }
