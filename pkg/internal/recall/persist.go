@@ -76,6 +76,12 @@ func (p *snapshotFiles) removeAfter(agentID int64, epoch uint64) (uint64, bool, 
 	return p.forgotten[agentID], alone, RemoveSnapshot(p.dir, agentID)
 }
 
+// exists reports whether the agent has a file.
+func (p *snapshotFiles) exists(agentID int64) bool {
+	_, err := os.Stat(p.path(agentID))
+	return err == nil
+}
+
 // epoch is the agent's removal count, to hand to save.
 func (p *snapshotFiles) epoch(agentID int64) uint64 {
 	p.mu.Lock()

@@ -659,6 +659,21 @@ func TestSnapshotFiles(t *testing.T) {
 			return err == nil && bytes.Equal(b, file1) // removed, then written again from the database
 		})
 	}
+	// A file deleted while the agent is cached: its chunks leave the snapshot file too.
+	if !bytes.Contains(file1, []byte("rt-lab-05")) {
+		t.Fatal("the file lacks memory/2026-05-05.md's chunk")
+	}
+	if err := r.ws.Delete(ctx, 1, "memory/2026-05-05.md", workspace.AnyVersion, workspace.Change{Actor: store.ActorTool}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.ix.Sync(ctx, 1, "memory/2026-05-05.md"); err != nil {
+		t.Fatal(err)
+	}
+	_ = answers(se, 1)
+	poll.Until(t, 10*time.Second, "the file written again without the deleted file", func() bool {
+		b, err := os.ReadFile(recall.SnapshotPath(dir, 1))
+		return err == nil && !bytes.Contains(b, []byte("rt-lab-05")) && bytes.Contains(b, []byte("rt-lab-04"))
+	})
 	if err := se.Forget(1); err != nil {
 		t.Fatal(err)
 	}

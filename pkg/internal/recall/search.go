@@ -1075,9 +1075,9 @@ func (s *Searcher) refresh(ctx context.Context, agentID, gen int64, old *snapsho
 	switch {
 	case full:
 		s.persist(snap)
-	case loaded && (len(changed) > 0 || len(files) != len(old.files)):
-		// The file holds what is no longer so (an erased conversation, say): it goes now,
-		// and is written again once the snapshot is compacted.
+	case s.files != nil && ((loaded && len(changed) > 0) || goneFiles(old, files)) && s.files.exists(agentID):
+		// The agent's file holds what is no longer so (a deleted file, an erased
+		// conversation): it goes now, and is written again once the snapshot is compacted.
 		next, alone, err := s.files.removeAfter(agentID, snap.epoch)
 		if err != nil {
 			s.log.Warn("recall: stale snapshot file not removed", "agent", agentID, "err", err)
@@ -1114,6 +1114,19 @@ func changedFiles(old *snapshot, files map[string]fileState) []string {
 		}
 	}
 	return changed
+}
+
+// goneFiles reports whether a file of old has no index state any more (deleted).
+func goneFiles(old *snapshot, files map[string]fileState) bool {
+	if old == nil {
+		return false
+	}
+	for name := range old.files {
+		if _, ok := files[name]; !ok {
+			return true
+		}
+	}
+	return false
 }
 
 // readChunkRows reads every chunk of the agent (full) or those of the changed files.
