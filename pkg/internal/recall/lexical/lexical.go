@@ -239,6 +239,8 @@ type part struct {
 	seg *Segment
 	num []int32 // segment document -> index document number; -1 = not in the index
 	all bool    // every document of the segment is live (its frequencies need no count)
+	// ident: all, and numbered as in the segment (one segment in order: no lookup)
+	ident bool
 }
 
 // Segment is an immutable set of posting lists over documents numbered from 0.
@@ -364,6 +366,13 @@ func Assemble(docs []Doc) *Index {
 			}
 		}
 		p.all = live == len(p.num)
+		p.ident = p.all
+		for j, k := range p.num {
+			if int(k) != j {
+				p.ident = false
+				break
+			}
+		}
 	}
 	if ix.n > 0 {
 		ix.avgLen = float64(ix.total) / float64(ix.n)
@@ -450,19 +459,31 @@ func (ix *Index) Search(q Query) Match {
 		if df == 0 {
 			continue
 		}
+		var bit uint64
+		if i < MaxQueryTerms {
+			bit = 1 << i
+		}
 		for s, ps := range lists {
 			p := &ix.segs[s]
+			num, docLen, avg := p.num, p.seg.docLen, ix.avgLen
+			if p.ident {
+				for _, po := range ps {
+					tf := float64(po.tf)
+					dl := float64(docLen[po.doc])
+					m.Score[po.doc] += w * tf * (k1 + 1) / (tf + k1*(1-b+b*dl/avg))
+					m.terms[po.doc] |= bit
+				}
+				continue
+			}
 			for _, po := range ps {
-				d := p.num[po.doc]
+				d := num[po.doc]
 				if d < 0 {
 					continue
 				}
 				tf := float64(po.tf)
-				dl := float64(p.seg.docLen[po.doc])
-				m.Score[d] += w * tf * (k1 + 1) / (tf + k1*(1-b+b*dl/ix.avgLen))
-				if i < MaxQueryTerms {
-					m.terms[d] |= 1 << i
-				}
+				dl := float64(docLen[po.doc])
+				m.Score[d] += w * tf * (k1 + 1) / (tf + k1*(1-b+b*dl/avg))
+				m.terms[d] |= bit
 			}
 		}
 	}
