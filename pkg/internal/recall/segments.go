@@ -193,6 +193,9 @@ func (snap *snapshot) compacted() *snapshot {
 // place of snap, unless snap is no longer the agent's cached snapshot by then (one
 // compaction per agent at a time); then it writes the agent's file (persist).
 func (s *Searcher) compact(snap *snapshot) {
+	if s.cache.get(snap.agentID) != snap {
+		return // not cached (larger than the budget), or already replaced
+	}
 	if _, busy := s.compacting.LoadOrStore(snap.agentID, true); busy {
 		return
 	}
