@@ -70,3 +70,10 @@ func (s *Searcher) FromFile(int64) bool { return s.fileLoads.Load() > 0 }
 func SnapshotPath(dir string, agentID int64) string {
 	return (&snapshotFiles{dir: dir}).path(agentID)
 }
+
+// Compact rebuilds the agent's cached snapshot whole now, as the background compaction
+// does, and reports whether it replaced the cached one.
+func (s *Searcher) Compact(agentID int64) bool {
+	snap := s.cache.get(agentID)
+	return snap != nil && s.cache.replace(snap, snap.compacted())
+}

@@ -575,6 +575,17 @@ func TestSegmentedRefreshMatchesColdBuild(t *testing.T) {
 	if most < 3 || most > 9 {
 		t.Fatalf("at most %d segments: want several, merged before they exceed 9", most)
 	}
+	// The compaction's snapshot (one segment) answers the same.
+	warm := answers(r.se)
+	if !r.se.Compact(1) {
+		t.Fatal("the compacted snapshot did not replace the cached one")
+	}
+	if segs, _ := r.se.Segments(1); segs != 1 || !r.se.InOrder(1) {
+		t.Fatalf("compacted: %d segments, in order %v", segs, r.se.InOrder(1))
+	}
+	if got := answers(r.se); got != warm {
+		t.Fatalf("compacted\n%s\nbefore\n%s", got, warm)
+	}
 }
 
 // A large agent's snapshot is written to a file after a cold build; a new searcher loads
