@@ -100,5 +100,28 @@ func evalRecall(ctx context.Context, cfg config.Config, log *slog.Logger, args [
 		fmt.Fprintf(stdout, "embedding model %s\n", emb.Model())
 	}
 	evalset.Print(stdout, rows)
+	// The relevance floor at the configured min-coverage and min-cosine, against the queries
+	// with and without an answer: what to set min-cosine to for this endpoint's model.
+	var cals []evalset.Calibration
+	eff := recall.NewSearcher(db, an, base).Settings() // the floors in effect (defaults filled in)
+	for _, name := range []string{evalset.Service, evalset.Hybrid} {
+		if evalset.UsesVectors(name) && emb == nil {
+			continue
+		}
+		opts := []recall.SearcherOption{recall.SearchWithClock(clock), recall.SearchWithLogger(log)}
+		minCosine := 0.0
+		if evalset.UsesVectors(name) {
+			opts = append(opts, recall.SearchWithEmbedder(emb))
+			minCosine = eff.MinCosine
+		}
+		c, err := evalset.Calibrate(ctx, recall.NewSearcher(db, an, evalset.NoFloor(evalset.Configurations(base)[name]), opts...), 1, set, name, eff.MinCoverage, minCosine)
+		if err != nil {
+			fmt.Fprintln(stderr, "eval:", err)
+			return 1
+		}
+		cals = append(cals, c)
+	}
+	fmt.Fprintln(stdout)
+	evalset.PrintCalibration(stdout, cals)
 	return 0
 }

@@ -58,7 +58,8 @@ func TestEvalSubcommandAgainstAnEndpoint(t *testing.T) {
 	if code := evalRecall(context.Background(), cfg, slog.New(slog.DiscardHandler), nil, &out, &errOut); code != 0 {
 		t.Fatalf("eval exit %d: %s", code, errOut.String())
 	}
-	for _, want := range []string{"indexed 172 files", "| hybrid (defaults) | 300 |", "| lexical (BM25 only) | 300 |", "superseded: newer first", "no-answer: no hits"} {
+	for _, want := range []string{"indexed 172 files", "| hybrid (defaults) | 300 |", "| lexical (BM25 only) | 300 |", "superseded: newer first", "no-answer: no hits",
+		"| hybrid (defaults) | ", "cosine ≥ 0.80", "coverage ≥ 0.60"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("eval output lacks %q:\n%s", want, out.String())
 		}

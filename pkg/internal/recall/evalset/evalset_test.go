@@ -2,6 +2,7 @@ package evalset_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -56,8 +57,33 @@ func TestEvaluationHybridNotWorseThanLexical(t *testing.T) {
 		got[name] = m
 		rows = append(rows, m)
 	}
+	var cals []evalset.Calibration
+	for _, name := range []string{evalset.Service, evalset.Hybrid} {
+		cfg := evalset.Configurations(recall.Settings{})[name]
+		opts := []recall.SearcherOption{recall.SearchWithClock(clock)}
+		if evalset.UsesVectors(name) {
+			opts = append(opts, recall.SearchWithEmbedder(emb))
+		}
+		def := recall.Defaults()
+		minCosine := 0.0
+		if evalset.UsesVectors(name) {
+			minCosine = def.MinCosine
+		}
+		c, err := evalset.Calibrate(ctx, recall.NewSearcher(db.DB, an, evalset.NoFloor(cfg), opts...), 1, set, name, def.MinCoverage, minCosine)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The floor must separate: a coverage floor no better than chance would be a cut-off
+		// that filters at random.
+		if c.Coverage.AUC < 0.9 || c.Coverage.Recall < 0.9 {
+			t.Errorf("%s: the coverage floor at %.2f: AUC %.3f, recall %.3f; at least 0.9 each wanted", name, c.Coverage.At, c.Coverage.AUC, c.Coverage.Recall)
+		}
+		cals = append(cals, c)
+	}
 	var b strings.Builder
 	evalset.Print(&b, rows)
+	fmt.Fprintln(&b)
+	evalset.PrintCalibration(&b, cals)
 	t.Logf("\n%s", b.String())
 	// The goals of issue 19, in the service's lexical mode and in the hybrid. The original
 	// set's recall@5 is main's at 7e8a63c, before the set was extended.
