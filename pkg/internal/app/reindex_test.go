@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/matememory/matememory/pkg/internal/config"
+	"github.com/matememory/matememory/pkg/internal/recall"
 	"github.com/matememory/matememory/pkg/internal/recall/embed/embedtest"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/workspace"
@@ -66,5 +68,15 @@ func TestEvalSubcommandAgainstAnEndpoint(t *testing.T) {
 	}
 	if srv.Texts.Load() < 172 {
 		t.Errorf("the endpoint embedded %d texts; the set has 172 files", srv.Texts.Load())
+	}
+}
+
+// The service searches with the settings the evaluation measures: the configuration's
+// defaults are recall's (a min-score of 0.1 in the configuration alone once cut answers
+// that the evaluation, run with recall's defaults, found).
+func TestSearchDefaultsAreRecallsDefaults(t *testing.T) {
+	got := recall.NewSearcher(nil, nil, recallSettings(config.Default())).Settings()
+	if want := recall.Defaults(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("the configuration's search defaults are not recall's:\n got %+v\nwant %+v", got, want)
 	}
 }

@@ -116,6 +116,17 @@ type Metrics struct {
 	NoGold  map[string]bool
 	// Degraded counts searches answered lexically because the embedding endpoint failed.
 	Degraded int
+	// Misses are the queries with gold not found in the first k, each with the files of its
+	// first hits.
+	Misses []Miss
+}
+
+// Miss is a query whose gold was not among the first k hits.
+type Miss struct {
+	Query, Kind string
+	// Rank is the gold's rank (from 0) within the first 10, -1 when not there.
+	Rank int
+	Hits []string
 }
 
 // Evaluate runs every query (top 10) and scores recall@k (a gold chunk among the first k
@@ -158,6 +169,13 @@ func Evaluate(ctx context.Context, se *recall.Searcher, agentID int64, s Set, na
 			if goldRank >= 0 && (staleRank < 0 || goldRank < staleRank) {
 				m.NewerFirst[q.Kind]++
 			}
+		}
+		if goldRank < 0 || goldRank >= k {
+			miss := Miss{Query: q.Query, Kind: q.Kind, Rank: goldRank}
+			for _, h := range res.Hits[:min(k, len(res.Hits))] {
+				miss.Hits = append(miss.Hits, h.Filename)
+			}
+			m.Misses = append(m.Misses, miss)
 		}
 		if goldRank < 0 {
 			continue

@@ -45,7 +45,7 @@ func TestEvaluationHybridNotWorseThanLexical(t *testing.T) {
 	got := map[string]evalset.Metrics{}
 	var rows []evalset.Metrics
 	for _, name := range evalset.Order {
-		cfg := evalset.Configurations(recall.Settings{})[name]
+		cfg := evalset.Configurations(recall.Defaults())[name]
 		opts := []recall.SearcherOption{recall.SearchWithClock(clock)}
 		if evalset.UsesVectors(name) {
 			opts = append(opts, recall.SearchWithEmbedder(emb))
@@ -59,7 +59,7 @@ func TestEvaluationHybridNotWorseThanLexical(t *testing.T) {
 	}
 	var cals []evalset.Calibration
 	for _, name := range []string{evalset.Service, evalset.Hybrid} {
-		cfg := evalset.Configurations(recall.Settings{})[name]
+		cfg := evalset.Configurations(recall.Defaults())[name]
 		opts := []recall.SearcherOption{recall.SearchWithClock(clock)}
 		if evalset.UsesVectors(name) {
 			opts = append(opts, recall.SearchWithEmbedder(emb))
