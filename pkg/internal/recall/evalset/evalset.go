@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"sort"
@@ -322,6 +323,10 @@ type Calibration struct {
 type Threshold struct {
 	At, AUC, Precision, Recall float64
 	Through                    int
+	// Suggested is the lowest floor that lets at most 5 % of the queries without gold through
+	// (just above the best hit of the next one), and SuggestedRecall the share of gold hits
+	// it keeps: where to set this floor for the model measured.
+	Suggested, SuggestedRecall float64
 }
 
 // Calibrate runs every query through se, which must have no floor (MinCoverage < 0, MinCosine
@@ -378,6 +383,21 @@ func threshold(pos, neg []float64, at float64) Threshold {
 	if kept+t.Through > 0 {
 		t.Precision = float64(kept) / float64(kept+t.Through)
 	}
+	if len(neg) > 0 {
+		sorted := slices.Sorted(slices.Values(neg))
+		slices.Reverse(sorted)
+		allowed := len(neg) / 20
+		t.Suggested = math.Min(1, sorted[allowed]+0.005)
+		kept := 0
+		for _, p := range pos {
+			if p >= t.Suggested {
+				kept++
+			}
+		}
+		if len(pos) > 0 {
+			t.SuggestedRecall = float64(kept) / float64(len(pos))
+		}
+	}
 	if len(pos) > 0 && len(neg) > 0 {
 		wins := 0.0
 		for _, p := range pos {
@@ -403,8 +423,8 @@ func NoFloor(base recall.Settings) recall.Settings {
 
 // PrintCalibration writes a Markdown table of calibrations.
 func PrintCalibration(w io.Writer, cs []Calibration) {
-	fmt.Fprintln(w, "| configuration | gold found with no floor | floor | AUC | recall (gold kept) | precision | queries without an answer let through |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Fprintln(w, "| configuration | gold found with no floor | floor | AUC | recall (gold kept) | precision | queries without an answer let through | suggested floor (≤ 5 % let through): recall |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, c := range cs {
 		rows := []struct {
 			what string
@@ -417,8 +437,8 @@ func PrintCalibration(w io.Writer, cs []Calibration) {
 			}{"cosine", c.Cosine})
 		}
 		for _, r := range rows {
-			fmt.Fprintf(w, "| %s | %d of %d | %s ≥ %.2f | %.3f | %.3f | %.3f | %d of %d |\n", c.Name, c.Found, c.Answerable, r.what, r.t.At,
-				r.t.AUC, r.t.Recall, r.t.Precision, r.t.Through, c.Unanswerable)
+			fmt.Fprintf(w, "| %s | %d of %d | %s ≥ %.2f | %.3f | %.3f | %.3f | %d of %d | %.3f: %.3f |\n", c.Name, c.Found, c.Answerable, r.what, r.t.At,
+				r.t.AUC, r.t.Recall, r.t.Precision, r.t.Through, c.Unanswerable, r.t.Suggested, r.t.SuggestedRecall)
 		}
 	}
 }
