@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/matememory/matememory/pkg/internal/bus"
@@ -30,13 +31,7 @@ func TestWorkerIndexesRedeliveryAndCrashPaths(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db storetest.DB) {
 		ctx := context.Background()
 		r := newRig(t, db, true)
-		_, dialer := bustest.Server(t)
-		nc, err := dialer.Connect("test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		js, _ := jetstream.New(nc)
+		nc, js := connect(t)
 		if _, err := bus.EnsureStream(ctx, js, bus.DLQStreamConfig(1, time.Hour)); err != nil {
 			t.Fatal(err)
 		}
@@ -168,6 +163,23 @@ func TestWorkerIndexesRedeliveryAndCrashPaths(t *testing.T) {
 
 // next returns the next processed message about the daily note (the seeded core files of a
 // new agent have their own messages).
+// connect is a connection to a fresh embedded server and its JetStream, closed when the
+// test ends.
+func connect(t *testing.T) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	_, dialer := bustest.Server(t)
+	nc, err := dialer.Connect("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
 func next(t *testing.T, ch chan observed) observed {
 	t.Helper()
 	for {
@@ -213,13 +225,7 @@ func TestWorkerBatchesAnAgentsMessages(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db storetest.DB) {
 		ctx := context.Background()
 		r := newRig(t, db, false)
-		_, dialer := bustest.Server(t)
-		nc, err := dialer.Connect("test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		js, _ := jetstream.New(nc)
+		nc, js := connect(t)
 		if err := recall.Provision(ctx, js, 1, 30*time.Second, 5); err != nil {
 			t.Fatal(err)
 		}
@@ -316,13 +322,7 @@ func TestOlderIndexFormatIsBuiltAgain(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db storetest.DB) {
 		ctx := context.Background()
 		r := newRig(t, db, true)
-		_, dialer := bustest.Server(t)
-		nc, err := dialer.Connect("test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		js, _ := jetstream.New(nc)
+		nc, js := connect(t)
 		w := recall.NewWorker(js, nc, db.DB, r.ix, slogDiscard(), time.Hour)
 		r.write(t, 8, "memory/2026-05-30.md", "# 2026-05-30\n\nThe Wi-Fi password hint changed to 'red kite'.\n")
 		r.write(t, 8, "memory/2026-05-29.md", "# 2026-05-29\n\nThe e-mail alias for billing is pay@northwind.example.\n")
