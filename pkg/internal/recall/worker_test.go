@@ -163,21 +163,11 @@ func TestWorkerIndexesRedeliveryAndCrashPaths(t *testing.T) {
 
 // next returns the next processed message about the daily note (the seeded core files of a
 // new agent have their own messages).
-// connect is a connection to a fresh embedded server and its JetStream, closed when the
-// test ends.
+// connect is a connection to a fresh embedded server and its JetStream.
 func connect(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	_, dialer := bustest.Server(t)
-	nc, err := dialer.Connect("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return nc, js
+	_, d := bustest.Server(t)
+	return bustest.Connect(t, d, "test")
 }
 
 func next(t *testing.T, ch chan observed) observed {
