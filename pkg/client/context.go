@@ -3,30 +3,19 @@ package client
 import (
 	"context"
 	"net/http"
+
+	"github.com/matememory/matememory/pkg/api"
 )
 
 // ChatMessage is a message in OpenAI's chat-completions format, as the context window is
 // exchanged (note the snake_case tool fields, unlike Message).
-type ChatMessage struct {
-	Role       string     `json:"role"`
-	Content    string     `json:"content"`
-	Name       string     `json:"name,omitempty"`
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
-}
+type ChatMessage = api.ChatMessage
 
 // ToolCall is one function call of an assistant message.
-type ToolCall struct {
-	ID       string       `json:"id"`
-	Type     string       `json:"type"`
-	Function FunctionCall `json:"function"`
-}
+type ToolCall = api.ToolCall
 
 // FunctionCall names the function and carries its JSON arguments as a string.
-type FunctionCall struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
+type FunctionCall = api.FunctionCall
 
 // ContextRequest asks for the context window before an LLM call.
 type ContextRequest struct {
@@ -45,49 +34,16 @@ type ContextRequest struct {
 }
 
 // ContextTokens is the token account of a context window.
-type ContextTokens struct {
-	Total     int `json:"total"`
-	Budget    int `json:"budget"`
-	Trigger   int `json:"trigger"`
-	System    int `json:"system"`
-	Workspace int `json:"workspace"`
-	Summary   int `json:"summary"`
-	History   int `json:"history"`
-	Current   int `json:"current"`
-	Priming   int `json:"priming"`
-	// Before is what the whole history would have cost without compaction.
-	Before int `json:"before"`
-}
+type ContextTokens = api.ContextTokens
+
+// ContextRecall reports what the recall step did, when the request asked for it.
+type ContextRecall = api.ContextRecall
+
+// WorkspaceCut is a workspace file the system message could not hold whole.
+type WorkspaceCut = api.WorkspaceCut
 
 // ContextResult is an assembled context window and how it was made.
-type ContextResult struct {
-	// Messages go to the model as they are: system, a marked summary (a user message), the
-	// recent history, the current user message last.
-	Messages           []ChatMessage `json:"messages"`
-	Tokens             ContextTokens `json:"tokens"`
-	Tokenizer          string        `json:"tokenizer"`
-	Exact              bool          `json:"exact"`
-	Model              string        `json:"model,omitempty"`
-	Language           string        `json:"language"`
-	HistorySource      string        `json:"historySource"`
-	HistoryMessages    int           `json:"historyMessages"`
-	CurrentFromHistory bool          `json:"currentFromHistory,omitempty"`
-	Compacted          bool          `json:"compacted"`
-	Emergency          bool          `json:"emergency,omitempty"`
-	Summarized         int           `json:"summarized"`
-	SummaryKind        string        `json:"summaryKind,omitempty"`
-	Trimmed            int           `json:"trimmed"`
-	Kept               int           `json:"kept"`
-	CacheHit           bool          `json:"cacheHit"`
-	LLMCalls           int           `json:"llmCalls"`
-	// Degraded: compaction could not use the LLM; DegradedReason says why.
-	Degraded       bool     `json:"degraded"`
-	DegradedReason string   `json:"degradedReason,omitempty"`
-	FlushRequested bool     `json:"flushRequested"`
-	FlushReason    string   `json:"flushReason,omitempty"`
-	FlushID        string   `json:"flushId,omitempty"`
-	Warnings       []string `json:"warnings,omitempty"`
-}
+type ContextResult = api.ContextResult
 
 func contextPath(agentID int64, conversationID string) string {
 	return agentPath(agentID) + "/conversations/" + seg(conversationID) + "/context"

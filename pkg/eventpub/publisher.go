@@ -81,16 +81,40 @@ func (p *Publisher) Close() {
 
 // PublishCompleted completes (id, time), validates and publishes e, and returns once
 // JetStream has stored it. An invalid event is an *InvalidError and is not published.
-func (p *Publisher) PublishCompleted(ctx context.Context, e *event.ConversationCompletedEvent) (event.Ack, error) {
+func (p *Publisher) PublishCompleted(ctx context.Context, e *event.ConversationCompletedEvent, opts ...PublishOption) (event.Ack, error) {
 	e.Complete(time.Now())
 	if err := e.Validate(); err != nil {
 		return event.Ack{}, err
+	}
+	var o publishOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.check != nil {
+		if err := o.check(ctx, e); err != nil {
+			return event.Ack{}, err
+		}
 	}
 	data, err := json.Marshal(e)
 	if err != nil {
 		return event.Ack{}, fmt.Errorf("encode event: %w", err)
 	}
 	return p.publish(ctx, e.Subject(), event.MsgID(e.AgentID, e.EventID), data, nil)
+}
+
+// PublishOption configures one PublishCompleted.
+type PublishOption func(*publishOptions)
+
+type publishOptions struct {
+	check func(context.Context, *event.ConversationCompletedEvent) error
+}
+
+// WithCheck runs check on the event once it is complete and valid, before it is published;
+// an error from check is returned and nothing is published. A service that takes events
+// from others checks there what the event alone cannot say (may its sender publish for the
+// agent?), so that an invalid event is refused as invalid whoever sent it, and validated once.
+func WithCheck(check func(ctx context.Context, e *event.ConversationCompletedEvent) error) PublishOption {
+	return func(o *publishOptions) { o.check = check }
 }
 
 // PublishSummarize publishes a manual summarize request (RequestID and RequestedAt are

@@ -27,8 +27,9 @@ func evalRecall(ctx context.Context, cfg config.Config, log *slog.Logger, args [
 	fs.SetOutput(stderr)
 	setPath := fs.String("set", "", "evaluation set JSON (default: the built-in synthetic memory, pkg/internal/recall/evalset/testdata/eval.json)")
 	k := fs.Int("k", 5, "recall@k")
+	misses := fs.Bool("misses", false, "list the queries each configuration missed (gold not in the first k)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: api eval [-set file.json] [-k 5]     (or: api eval memory -help)")
+		fmt.Fprintln(stderr, "usage: api eval [-set file.json] [-k 5] [-misses]     (or: api eval memory -help)")
 		fmt.Fprintln(stderr, "Indexes the evaluation memory in a scratch database with the configured embedding endpoint")
 		fmt.Fprintln(stderr, "(MATE_EMBEDDING_BASE_URL, _API_KEY, _MODEL, _DIMENSIONS) and prints recall@k and MRR for")
 		fmt.Fprintln(stderr, "BM25 alone, cosine alone, BM25 with the identifier boost, and the full hybrid.")
@@ -100,5 +101,36 @@ func evalRecall(ctx context.Context, cfg config.Config, log *slog.Logger, args [
 		fmt.Fprintf(stdout, "embedding model %s\n", emb.Model())
 	}
 	evalset.Print(stdout, rows)
+	if *misses {
+		for _, m := range rows {
+			fmt.Fprintf(stdout, "\n%s: %d missed\n", m.Name, len(m.Misses))
+			for _, x := range m.Misses {
+				fmt.Fprintf(stdout, "  [%s] %q: gold at rank %d; first hits %v\n", x.Kind, x.Query, x.Rank, x.Hits)
+			}
+		}
+	}
+	// The relevance floor at the configured min-coverage and min-cosine, against the queries
+	// with and without an answer: what to set min-cosine to for this endpoint's model.
+	var cals []evalset.Calibration
+	eff := recall.NewSearcher(db, an, base).Settings() // the floors in effect (defaults filled in)
+	for _, name := range []string{evalset.Service, evalset.Hybrid} {
+		if evalset.UsesVectors(name) && emb == nil {
+			continue
+		}
+		opts := []recall.SearcherOption{recall.SearchWithClock(clock), recall.SearchWithLogger(log)}
+		minCosine := 0.0
+		if evalset.UsesVectors(name) {
+			opts = append(opts, recall.SearchWithEmbedder(emb))
+			minCosine = eff.MinCosine
+		}
+		c, err := evalset.Calibrate(ctx, recall.NewSearcher(db, an, evalset.NoFloor(evalset.Configurations(base)[name]), opts...), 1, set, name, eff.MinCoverage, minCosine)
+		if err != nil {
+			fmt.Fprintln(stderr, "eval:", err)
+			return 1
+		}
+		cals = append(cals, c)
+	}
+	fmt.Fprintln(stdout)
+	evalset.PrintCalibration(stdout, cals)
 	return 0
 }

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/matememory/matememory/pkg/internal/config"
+	"github.com/matememory/matememory/pkg/internal/recall"
 	"github.com/matememory/matememory/pkg/internal/recall/embed/embedtest"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/workspace"
@@ -58,12 +60,23 @@ func TestEvalSubcommandAgainstAnEndpoint(t *testing.T) {
 	if code := evalRecall(context.Background(), cfg, slog.New(slog.DiscardHandler), nil, &out, &errOut); code != 0 {
 		t.Fatalf("eval exit %d: %s", code, errOut.String())
 	}
-	for _, want := range []string{"indexed 172 files", "| hybrid (defaults) | 300 |", "| lexical (BM25 only) | 300 |", "superseded: newer first", "no-answer: no hits"} {
+	for _, want := range []string{"indexed 172 files", "| hybrid (defaults) | 300 |", "| lexical (BM25 only) | 300 |", "superseded: newer first", "no-answer: no hits",
+		"| hybrid (defaults) | ", "cosine ≥ 0.80", "coverage ≥ 0.60"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("eval output lacks %q:\n%s", want, out.String())
 		}
 	}
 	if srv.Texts.Load() < 172 {
 		t.Errorf("the endpoint embedded %d texts; the set has 172 files", srv.Texts.Load())
+	}
+}
+
+// The service searches with the settings the evaluation measures: the configuration's
+// defaults are recall's (a min-score of 0.1 in the configuration alone once cut answers
+// that the evaluation, run with recall's defaults, found).
+func TestSearchDefaultsAreRecallsDefaults(t *testing.T) {
+	got := recall.NewSearcher(nil, nil, recallSettings(config.Default())).Settings()
+	if want := recall.Defaults(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("the configuration's search defaults are not recall's:\n got %+v\nwant %+v", got, want)
 	}
 }

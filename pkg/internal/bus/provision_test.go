@@ -19,15 +19,7 @@ import (
 func jetStream(t *testing.T) jetstream.JetStream {
 	t.Helper()
 	_, d := bustest.Server(t)
-	nc, err := d.Connect("provision-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := bustest.Connect(t, d, "provision-test")
 	return js
 }
 

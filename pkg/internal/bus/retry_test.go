@@ -43,15 +43,7 @@ func TestProvisionWaitsForTheCluster(t *testing.T) {
 	c := bustest.StartCluster(t, 3)
 	c.Kill(1)
 	c.Kill(2)
-	nc, err := c.Dialer().Connect("provision-retry-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := bustest.Connect(t, c.Dialer(), "provision-retry-test")
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	stream := jetstream.StreamConfig{Name: "T_FRESH", Subjects: []string{"t.fresh.>"}, Replicas: 3, Storage: jetstream.FileStorage}
@@ -62,7 +54,7 @@ func TestProvisionWaitsForTheCluster(t *testing.T) {
 	short := bus.WithProvisionRetry(context.Background(), bus.ProvisionRetry{Log: log, MaxWait: 1500 * time.Millisecond,
 		Attempt: 300 * time.Millisecond, Initial: 100 * time.Millisecond, Max: 500 * time.Millisecond})
 	start := time.Now()
-	_, err = bus.EnsureStream(short, js, stream)
+	_, err := bus.EnsureStream(short, js, stream)
 	if err == nil || !strings.Contains(err.Error(), "did not answer") {
 		t.Fatalf("no quorum: %v", err)
 	}

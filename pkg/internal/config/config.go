@@ -327,7 +327,7 @@ func Default() Config {
 			RedactLLMInput:                 true,
 			ManualEmergenceCooldownSeconds: 60,
 			Search: Search{Enabled: true, Sources: []string{"files"}, ChunkTokens: 400, OverlapTokens: 60, VectorWeight: 0.7, TextWeight: 0.3,
-				HalfLifeDays: 30, DecayFloor: 0.8, MMRLambda: 0.9, MinScore: 0.1, MinCoverage: 0.6, MinCosine: 0.8, MaxResults: 50,
+				HalfLifeDays: 30, DecayFloor: 0.8, MMRLambda: 0.9, MinScore: 0, MinCoverage: 0.6, MinCosine: 0.8, MaxResults: 50,
 				MaxQueryBytes: 2000, CacheMB: 256, ReconcileSeconds: 30, SnapshotMinChunks: 5000},
 			Budget: Budget{MemoryTokens: 2000, ProfileTokens: 800},
 		},

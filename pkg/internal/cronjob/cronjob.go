@@ -16,6 +16,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/matememory/matememory/pkg/api"
 	"github.com/matememory/matememory/pkg/internal/config"
 	"github.com/matememory/matememory/pkg/internal/store"
 )
@@ -37,22 +38,9 @@ const (
 	maxTextBytes = 65535
 )
 
-// Job is a cron job as the API shows it.
-type Job struct {
-	ID             int64      `json:"id"`
-	AgentID        int64      `json:"agentId"`
-	Name           string     `json:"name"`
-	CronExpression string     `json:"cronExpression"`
-	Timezone       string     `json:"timezone"`
-	TaskType       string     `json:"taskType"`
-	TriggerMessage string     `json:"triggerMessage"`
-	RequestBody    string     `json:"requestBody"`
-	Enabled        bool       `json:"enabled"`
-	NextRunTime    *time.Time `json:"nextRunTime"`
-	LastRunTime    *time.Time `json:"lastRunTime"`
-	CreateTime     time.Time  `json:"createTime"`
-	UpdateTime     time.Time  `json:"updateTime"`
-}
+// Job is a cron job: the wire type api.CronJob, with the methods the scheduler uses. Its
+// fields are api.CronJob's, so the REST port answers with api.CronJob(job).
+type Job api.CronJob
 
 // Schedule parses the job's expression in its time zone.
 func (j Job) Schedule() (*Schedule, error) { return Parse(j.CronExpression, j.Timezone) }

@@ -212,19 +212,24 @@ func TestCronJobCRUDAndValidation(t *testing.T) {
 		}
 		path := "/api/v1/cron-jobs/" + itoa(j.ID)
 
-		if st, _ := e.do(t, "k1", "POST", "/api/v1/cron-jobs", map[string]any{
-			"agentId": 1, "name": "Stand-up", "cronExpression": "0 9 * * *", "triggerMessage": "x"}); st != 409 {
-			t.Fatalf("duplicate name: %d, want 409", st)
-		}
-		if st, _ := e.do(t, "k2", "POST", "/api/v1/cron-jobs", map[string]any{
-			"agentId": 1, "name": "Other", "cronExpression": "0 9 * * *", "triggerMessage": "x"}); st != 403 {
-			t.Fatalf("create for another agent: %d, want 403", st)
-		}
-		if st, _ := e.do(t, "k2", "GET", path, nil); st != 404 {
-			t.Fatalf("other agent's key reads the job: %d, want 404", st)
-		}
-		if st, _ := e.do(t, "k2", "GET", "/api/v1/cron-jobs?agentId=1", nil); st != 403 {
-			t.Fatalf("other agent's key filters by agent 1: %d, want 403", st)
+		// Refused: the name is taken; agent 2's key can neither create for agent 1 nor see its job.
+		for _, c := range []struct {
+			name, key, method, path string
+			body                    any
+			want                    int
+		}{
+			{"duplicate name", "k1", "POST", "/api/v1/cron-jobs", map[string]any{
+				"agentId": 1, "name": "Stand-up", "cronExpression": "0 9 * * *", "triggerMessage": "x"}, 409},
+			{"create for another agent", "k2", "POST", "/api/v1/cron-jobs", map[string]any{
+				"agentId": 1, "name": "Other", "cronExpression": "0 9 * * *", "triggerMessage": "x"}, 403},
+			{"other agent's key reads the job", "k2", "GET", path, nil, 404},
+			{"other agent's key filters by agent 1", "k2", "GET", "/api/v1/cron-jobs?agentId=1", nil, 403},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				if st, r := e.do(t, c.key, c.method, c.path, c.body); st != c.want {
+					t.Fatalf("%d %s, want %d", st, r.Msg, c.want)
+				}
+			})
 		}
 		_, r = e.do(t, "k2", "GET", "/api/v1/cron-jobs", nil)
 		for _, x := range jobsOf(t, r) {
@@ -239,21 +244,22 @@ func TestCronJobCRUDAndValidation(t *testing.T) {
 		if st != 200 || j.Enabled || j.NextRunTime != nil || j.TriggerMessage != "Remind me of today's plan" {
 			t.Fatalf("disable: %d %+v", st, j)
 		}
-		if st, r := e.do(t, "k1", "PATCH", path, map[string]any{"timezone": "Nowhere/Land"}); st != 400 || !strings.Contains(r.Msg, "Nowhere/Land") {
-			t.Fatalf("bad zone patch: %d %s", st, r.Msg)
+		badPatch := func(name string, body map[string]any, want string) {
+			t.Run(name, func(t *testing.T) {
+				if st, r := e.do(t, "k1", "PATCH", path, body); st != 400 || !strings.Contains(r.Msg, want) {
+					t.Fatalf("%d %s, want 400 naming %q", st, r.Msg, want)
+				}
+			})
 		}
-		if st, r := e.do(t, "k1", "PATCH", path, map[string]any{"cronExpression": "0 9 * *"}); st != 400 || !strings.Contains(r.Msg, "4 fields") {
-			t.Fatalf("bad cron patch: %d %s", st, r.Msg)
-		}
+		badPatch("bad zone patch", map[string]any{"timezone": "Nowhere/Land"}, "Nowhere/Land")
+		badPatch("bad cron patch", map[string]any{"cronExpression": "0 9 * *"}, "4 fields")
 		st, r = e.do(t, "k1", "PATCH", path, map[string]any{"enabled": true, "timezone": "Asia/Tokyo"})
 		_ = json.Unmarshal(r.Data, &j)
 		// 09:00 Tokyo = 00:00Z; from Friday 10:00Z the next weekday 09:00 in Tokyo is Monday.
 		if st != 200 || j.NextRunTime == nil || !j.NextRunTime.Equal(time.Date(2026, 4, 6, 0, 0, 0, 0, time.UTC)) {
 			t.Fatalf("re-enable: %d %+v next %v", st, j, j.NextRunTime)
 		}
-		if st, r := e.do(t, "k1", "PATCH", path, map[string]any{"agentId": 2}); st != 400 || !strings.Contains(r.Msg, "cannot change") {
-			t.Fatalf("move to another agent: %d %s", st, r.Msg)
-		}
+		badPatch("move to another agent", map[string]any{"agentId": 2}, "cannot change")
 
 		// PUT replaces: the omitted time zone goes back to the agent's, the task becomes emergence.
 		st, r = e.do(t, "k1", "PUT", path, map[string]any{"name": "Nightly", "cronExpression": "30 3 * * *", "taskType": "emergence"})
@@ -265,14 +271,20 @@ func TestCronJobCRUDAndValidation(t *testing.T) {
 			t.Fatalf("put without cronExpression: %d, want 400", st)
 		}
 
-		if st, _ := e.do(t, "k2", "DELETE", path, nil); st != 404 {
-			t.Fatalf("other agent deletes: %d, want 404", st)
-		}
-		if st, _ := e.do(t, "k1", "DELETE", path, nil); st != 200 {
-			t.Fatalf("delete: %d", st)
-		}
-		if st, _ := e.do(t, "k1", "GET", path, nil); st != 404 {
-			t.Fatalf("get deleted: %d", st)
+		// In this order: agent 2's key cannot delete the job, agent 1's can, and it is gone.
+		for _, c := range []struct {
+			name, key, method string
+			want              int
+		}{
+			{"other agent deletes", "k2", "DELETE", 404},
+			{"delete", "k1", "DELETE", 200},
+			{"get deleted", "k1", "GET", 404},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				if st, r := e.do(t, c.key, c.method, path, nil); st != c.want {
+					t.Fatalf("%d %s, want %d", st, r.Msg, c.want)
+				}
+			})
 		}
 		// The name is free again.
 		if st, r := e.do(t, "k1", "POST", "/api/v1/cron-jobs", map[string]any{

@@ -19,7 +19,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/matememory/matememory/pkg/api"
 	"log/slog"
 	"regexp"
 	"strconv"
@@ -33,6 +32,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 
+	"github.com/matememory/matememory/pkg/api"
 	"github.com/matememory/matememory/pkg/internal/archive"
 	"github.com/matememory/matememory/pkg/internal/bus"
 	"github.com/matememory/matememory/pkg/internal/fence"
@@ -599,7 +599,7 @@ func (w *Worker) write(ctx context.Context, agentID int64, f fitted, expect int6
 func (w *Worker) readMemory(ctx context.Context, agentID int64) (workspace.File, error) {
 	f, err := w.ws.Get(ctx, agentID, MemoryFile)
 	if errors.Is(err, workspace.ErrNotFound) {
-		return workspace.File{AgentID: agentID, Filename: MemoryFile, Version: workspace.CreateOnly}, nil
+		return workspace.File{File: api.File{AgentID: agentID, Filename: MemoryFile, Version: workspace.CreateOnly}}, nil
 	}
 	if err != nil {
 		return workspace.File{}, err

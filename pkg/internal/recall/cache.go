@@ -31,6 +31,7 @@ type snapshot struct {
 type fileState struct {
 	fileID, version int64
 	pending         bool
+	format          int
 }
 
 // cache keeps snapshots of recently searched agents within a byte budget (LRU). The

@@ -66,6 +66,9 @@ func (s *Searcher) ColdSteps(ctx context.Context, agentID int64) (rows, vectors,
 // FromFile reports whether the searcher loaded a snapshot from a file.
 func (s *Searcher) FromFile(int64) bool { return s.fileLoads.Load() > 0 }
 
+// StaleFiles is how many snapshot files the searcher loaded and found behind the database.
+func (s *Searcher) StaleFiles() int64 { return s.fileStale.Load() }
+
 // SnapshotPath is the agent's snapshot file in dir.
 func SnapshotPath(dir string, agentID int64) string {
 	return (&snapshotFiles{dir: dir}).path(agentID)

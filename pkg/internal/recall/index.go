@@ -138,7 +138,7 @@ func (i *Indexer) syncOnce(ctx context.Context, agentID int64, filename string) 
 		}
 		return SyncResult{Outcome: Removed}, nil
 	}
-	if hasRec && rec.FileID == f.ID && rec.Version == f.Version {
+	if current(rec, hasRec, f) {
 		if !rec.EmbedPending || i.emb == nil {
 			return SyncResult{Outcome: Unchanged, Chunks: rec.Chunks}, nil
 		}
@@ -153,6 +153,21 @@ func (i *Indexer) syncOnce(ctx context.Context, agentID int64, filename string) 
 		return SyncResult{}, wrapSync(err, agentID, filename)
 	}
 	return res, nil
+}
+
+// IndexFormat is the version of what the indexer stores for a chunk: its cut (chunk.Split)
+// and its terms (lexical.Analyzer). Bump it when either changes: files indexed with an
+// older format are indexed again by the reconciler (embeddings are kept, by text hash), and
+// searches compare it per file, so a snapshot never mixes terms of two formats unnoticed.
+// A newer format's rows are left alone by an older version during a rolling update.
+//
+//	1: hyphenated compounds also as one word (Wi-Fi → wifi), issue 19's chunking.
+const IndexFormat = 1
+
+// current reports whether the index state rec (when hasRec) is of live file f as it is now,
+// in this format or a newer one.
+func current(rec store.RecallFile, hasRec bool, f store.WorkspaceFile) bool {
+	return hasRec && rec.FileID == f.ID && rec.Version == f.Version && rec.Format >= IndexFormat
 }
 
 // staged is a file of an agent chunked and ready to commit.
@@ -176,7 +191,7 @@ func (i *Indexer) commit(db *gorm.DB, agentID int64, files []staged) error {
 		var rows []store.RecallChunk
 		for _, s := range files {
 			next := store.RecallFile{AgentID: agentID, Filename: s.name, FileID: s.f.ID, Version: s.f.Version,
-				Chunks: len(s.rows), EmbedPending: s.res.EmbedPending, IndexTime: now}
+				Chunks: len(s.rows), EmbedPending: s.res.EmbedPending, IndexTime: now, Format: IndexFormat}
 			names = append(names, s.name)
 			rows = append(rows, s.rows...)
 			if !s.hasRec {
@@ -186,7 +201,7 @@ func (i *Indexer) commit(db *gorm.DB, agentID int64, files []staged) error {
 			upd := tx.Model(&store.RecallFile{}).
 				Where("agent_id = ? AND filename = ? AND file_id = ? AND version = ?", agentID, s.name, s.rec.FileID, s.rec.Version).
 				Updates(map[string]any{"file_id": next.FileID, "version": next.Version, "chunks": next.Chunks,
-					"embed_pending": next.EmbedPending, "index_time": next.IndexTime})
+					"embed_pending": next.EmbedPending, "index_time": next.IndexTime, "format": next.Format})
 			if upd.Error != nil {
 				return upd.Error
 			}
@@ -269,9 +284,9 @@ func (i *Indexer) syncFilesOnce(ctx context.Context, agentID int64, filenames []
 			switch {
 			case !exists && !hasRec:
 				out[n] = SyncResult{Outcome: Unchanged}
-			case !exists || (hasRec && rec.EmbedPending && i.emb != nil && rec.FileID == f.ID && rec.Version == f.Version):
+			case !exists || (rec.EmbedPending && i.emb != nil && current(rec, hasRec, f)):
 				single = append(single, n) // a removal, or missing embeddings only
-			case hasRec && rec.FileID == f.ID && rec.Version == f.Version:
+			case current(rec, hasRec, f):
 				out[n] = SyncResult{Outcome: Unchanged, Chunks: rec.Chunks}
 			default:
 				rows, res, err := i.prepare(ctx, agentID, n, f)

@@ -168,6 +168,7 @@ func encodeSnapshot(snap *snapshot) ([]byte, bool) {
 		b = binary.AppendVarint(b, st.fileID)
 		b = binary.AppendVarint(b, st.version)
 		b = appendBool(b, st.pending)
+		b = binary.AppendVarint(b, int64(st.format))
 	}
 	floats, blob := 0, 0
 	for k := range snap.chunks {
@@ -323,7 +324,7 @@ func decodeFields(body []byte, blob string, agentID int64, model string) (*snaps
 	snap.files = make(map[string]fileState, nf)
 	for range nf {
 		name := string(d.bytes(d.count()))
-		snap.files[name] = fileState{fileID: d.varint(), version: d.varint(), pending: d.bool()}
+		snap.files[name] = fileState{fileID: d.varint(), version: d.varint(), pending: d.bool(), format: int(d.varint())}
 	}
 	type decoded struct {
 		sg   *lexical.Segment

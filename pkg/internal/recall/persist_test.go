@@ -17,7 +17,7 @@ func TestDecodeSnapshotNeverPanics(t *testing.T) {
 		{filename: "memory/2026-05-01.md", ordinal: 1, startLine: 4, end: 5, text: "咖啡 预算", terms: "咖啡 预算", hash: "h2", fileVersion: 2, date: day, dated: true, vec: []float32{1, 0}},
 		{filename: "notes.md", text: "", terms: "", hash: "h3"},
 	}
-	files := map[string]fileState{"memory/2026-05-01.md": {fileID: 7, version: 2}, "notes.md": {fileID: 9, version: 1, pending: true}}
+	files := map[string]fileState{"memory/2026-05-01.md": {fileID: 7, version: 2}, "notes.md": {fileID: 9, version: 1, pending: true, format: 3}}
 	snap := newSnapshot(42, 5, "m@2", chunks, files)
 	b, ok := encodeSnapshot(snap)
 	if !ok {

@@ -59,7 +59,7 @@ const DefaultMinCoverage = 0.6
 // Defaults are the documented defaults.
 func Defaults() Settings {
 	return Settings{ChunkTokens: 400, OverlapTokens: 60, VectorWeight: 0.7, TextWeight: 0.3,
-		HalfLifeDays: 30, DecayFloor: 0.8, MMRLambda: 0.9, ExactBoost: 0.5, MinScore: 0.1, MinCoverage: DefaultMinCoverage, MinCosine: 0.8, SupersedeShare: 0.4, DefaultResults: 6, MaxResults: 50,
+		HalfLifeDays: 30, DecayFloor: 0.8, MMRLambda: 0.9, ExactBoost: 0.5, MinScore: 0, MinCoverage: DefaultMinCoverage, MinCosine: 0.8, SupersedeShare: 0.4, DefaultResults: 6, MaxResults: 50,
 		MaxQueryBytes: 2000, CacheBytes: 256 << 20, ReconcileInterval: 30 * time.Second, SnippetBytes: 700}
 }
 

@@ -635,15 +635,22 @@ func TestSnapshotFiles(t *testing.T) {
 		t.Fatal("agent 1's file must hold its chunks and no other agent's")
 	}
 	// A new process: the file, nothing read again.
+	before, err := os.Stat(recall.SnapshotPath(dir, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
 	se := withFiles()
 	if got := answers(se, 1); got != want1 || !se.FromFile(1) {
 		t.Fatalf("from the file (%v):\n%s\nwant\n%s", se.FromFile(1), got, want1)
+	}
+	if after, err := os.Stat(recall.SnapshotPath(dir, 1)); err != nil || !os.SameFile(before, after) || se.StaleFiles() != 0 {
+		t.Fatalf("a file that matches the database must be used as it is (%d found stale, %v)", se.StaleFiles(), err)
 	}
 	// A change since the file was written: read from the database, the file replaced.
 	r.write(t, 1, "memory/2026-05-03.md", "# 2026-05-03\n\n- The router moved; it is rt-roof-09 now.\n")
 	se = withFiles()
 	cold := answers(searcher(), 1)
-	if got := answers(se, 1); got != cold || !se.FromFile(1) || !strings.Contains(got, "rt-roof-09") {
+	if got := answers(se, 1); got != cold || !se.FromFile(1) || se.StaleFiles() != 1 || !strings.Contains(got, "rt-roof-09") {
 		t.Fatalf("from the file (%v) and the change:\n%s\nwant\n%s", se.FromFile(1), got, cold)
 	}
 	poll.Until(t, 10*time.Second, "the file written again after the change", func() bool {
@@ -693,5 +700,31 @@ func TestSnapshotFiles(t *testing.T) {
 	}
 	if got := answers(withFiles(), 2); got != want2 {
 		t.Fatalf("agent 2 from its file:\n%s\nwant\n%s", got, want2)
+	}
+}
+
+// Issue 19: a chunk is scored by its best fact. A note whose one sentence answers the query
+// ranks above a note whose lines each hold a word of it; a newer sentence that restates an
+// older one about another thing (prod, not staging) does not supersede it; a hyphenated
+// compound is found written as one word; the words naming the kind of answer wanted (date,
+// 日期) do not keep a note that gives the answer below the floor.
+func TestFactsDecideRanking(t *testing.T) {
+	r := newRig(t, storetest.SQLite(t), false)
+	r.write(t, 1, "memory/2026-05-10.md", "# 2026-05-10\n\nA long day of planning: the team went through the roadmap, hiring and the budget for next quarter.\n\n"+
+		"The staging job runner lives on web-staging-14.\n")
+	r.write(t, 1, "memory/2026-05-11.md", "# 2026-05-11\n\nJob runner: dev lives on cache-dev-02.\n\nStaging: TLS renewed.\n")
+	for d := 1; d <= 5; d++ { // staging is a common word here: it does not make two notes' subjects differ
+		r.write(t, 1, fmt.Sprintf("memory/2026-04-0%d.md", d), fmt.Sprintf("# 2026-04-0%d\n\nThe staging deploy %d went fine.\n", d, d))
+	}
+	r.write(t, 1, "memory/2026-05-12.md", "# 2026-05-12\n\nThe prod job runner now lives on api-prod-40.\n")
+	r.write(t, 1, "memory/2026-05-13.md", "# 2026-05-13\n\nThe Wi-Fi password hint is 'blue heron'.\n\nThe user's birthday is on 14 March.\n")
+	res := r.search(t, 1, recall.Query{Text: "where does the staging job runner live"})
+	if len(res.Hits) == 0 || res.Hits[0].Filename != "memory/2026-05-10.md" || res.Hits[0].SupersededBy != "" {
+		t.Fatalf("the one sentence about the staging runner must come first, not superseded: %+v", res.Hits)
+	}
+	for _, q := range []string{"wifi password hint", "user birthday date"} {
+		if res := r.search(t, 1, recall.Query{Text: q}); len(res.Hits) == 0 || res.Hits[0].Filename != "memory/2026-05-13.md" {
+			t.Errorf("%q: want memory/2026-05-13.md first, got %v", q, files(res))
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package recall
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -95,6 +96,7 @@ type Searcher struct {
 	files      *snapshotFiles
 	persisting sync.Map
 	fileLoads  atomic.Int64 // snapshots loaded from a file
+	fileStale  atomic.Int64 // of which the database had moved on since
 }
 
 // SearcherOption configures a Searcher.
@@ -283,7 +285,10 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 	cands = s.score(cands, identifiers(q.Text), qvec)
 	byScore(cands)
 	cands = pool(cands, q.MaxResults)
-	cands, facts := s.settle(cands, lq, m, q.MaxResults)
+	// A candidate's best-matching fact is analysed only when a step needs it.
+	facts := &factCache{s: s, lq: lq, f: make([]*fact, len(cands))}
+	s.focus(cands, facts, m, qvec, q.MaxResults)
+	cands = s.settle(cands, facts, m, q.MaxResults)
 	order := s.diversify(cands, facts, qvec != nil, q.MaxResults)
 	for _, k := range order {
 		res.Hits = append(res.Hits, s.hit(cands[k]))
@@ -361,7 +366,6 @@ func (s *Searcher) candidates(ai *snapshot, m lexical.Match, q Query, qvec []flo
 // query's identifiers found verbatim, the age decay) and keeps those above MinScore (and
 // the weak ones).
 func (s *Searcher) score(cands []cand, idents []string, qvec []float32) []cand {
-	wv, wt := s.set.VectorWeight, s.set.TextWeight
 	kept := cands[:0]
 	now := s.now()
 	for _, cd := range cands {
@@ -375,21 +379,6 @@ func (s *Searcher) score(cands []cand, idents []string, qvec []float32) []cand {
 				}
 			}
 		}
-		switch {
-		case qvec == nil || cd.c.vec == nil:
-			// No vector (lexical mode, or this chunk's embedding is still pending).
-			cd.score = cd.lex
-		default:
-			cd.score = (wv*cd.vec + wt*cd.lex) / (wv + wt)
-		}
-		if cd.score < s.set.MinScore && !cd.weak {
-			continue
-		}
-		// An identifier the user typed, found verbatim, outranks chunks that merely share
-		// its parts (stage, corp, 22) or resemble it semantically.
-		if s.set.ExactBoost > 0 {
-			cd.score += s.set.ExactBoost * cd.exact
-		}
 		cd.decay = 1
 		if cd.c.dated && s.set.HalfLifeDays > 0 {
 			if age := now.Sub(cd.c.date).Hours() / 24; age > 0 {
@@ -397,10 +386,59 @@ func (s *Searcher) score(cands []cand, idents []string, qvec []float32) []cand {
 				cd.decay = f + (1-f)*math.Pow(0.5, age/s.set.HalfLifeDays)
 			}
 		}
-		cd.score *= cd.decay
+		if s.blend(&cd, qvec) < s.set.MinScore && !cd.weak {
+			continue
+		}
 		kept = append(kept, cd)
 	}
 	return kept
+}
+
+// blend sets cd's score from its parts and returns its relevance before the boost and the
+// decay (what MinScore compares).
+func (s *Searcher) blend(cd *cand, qvec []float32) float64 {
+	wv, wt := s.set.VectorWeight, s.set.TextWeight
+	rel := cd.lex
+	if qvec != nil && cd.c.vec != nil {
+		rel = (wv*cd.vec + wt*cd.lex) / (wv + wt)
+	}
+	cd.score = rel
+	// An identifier the user typed, found verbatim, outranks chunks that merely share its
+	// parts (stage, corp, 22) or resemble it semantically.
+	if s.set.ExactBoost > 0 {
+		cd.score += s.set.ExactBoost * cd.exact
+	}
+	cd.score *= cd.decay
+	return rel
+}
+
+// focus scores the pooled candidates by their best fact: the lexical score counts the share
+// of the query that one line or sentence holds, not the whole chunk. A daily note whose
+// lines each hold a word of the query ("staging" in one, "job runner" in another) ranks
+// below one whose sentence holds the question; a chunk whose fact holds all it matches
+// keeps its score. Focusing only lowers scores, so candidates are taken in score order and
+// the rest are left as they are once one scores below the best 2 × maxResults focused so
+// far: the hits are the same, and most candidates are never analysed.
+func (s *Searcher) focus(cands []cand, facts *factCache, m lexical.Match, qvec []float32, maxResults int) {
+	best := make([]float64, 0, 2*maxResults+1) // the focused scores so far, highest first
+	for k := range cands {
+		cd := &cands[k]
+		if len(best) == cap(best)-1 && cd.score < best[len(best)-1] {
+			break
+		}
+		if cd.cov > 0 {
+			if fcov := m.Share(facts.mask(cands, k) & m.Terms(cd.c.ix)); fcov < cd.cov {
+				cd.lex *= fcov / cd.cov
+				s.blend(cd, qvec)
+			}
+		}
+		at, _ := slices.BinarySearchFunc(best, cd.score, func(x, y float64) int { return cmp.Compare(y, x) })
+		best = slices.Insert(best, at, cd.score)
+		if len(best) == cap(best) {
+			best = best[:len(best)-1]
+		}
+	}
+	byScoreWith(cands, facts.f)
 }
 
 // pool keeps, of candidates sorted by score, the best 4 × maxResults that cleared the floor
@@ -422,9 +460,7 @@ func pool(cands []cand, maxResults int) []cand {
 
 // settle lets newer notes supersede what they update, drops what stayed below the floor
 // and sorts the rest, at most 4 × maxResults, with their facts.
-func (s *Searcher) settle(cands []cand, lq lexical.Query, m lexical.Match, maxResults int) ([]cand, *factCache) {
-	// A candidate's best-matching fact is analysed only when a rule needs it.
-	facts := &factCache{s: s, lq: lq, f: make([]*fact, len(cands))}
+func (s *Searcher) settle(cands []cand, facts *factCache, m lexical.Match, maxResults int) []cand {
 	if !s.set.NoSupersede {
 		s.supersede(cands, facts, m)
 	}
@@ -437,11 +473,11 @@ func (s *Searcher) settle(cands []cand, lq lexical.Query, m lexical.Match, maxRe
 		}
 	}
 	cands, facts.f = cands[:n], facts.f[:n]
-	sortWith(cands, facts.f)
+	byScoreWith(cands, facts.f)
 	if most := 4 * maxResults; len(cands) > most {
 		cands, facts.f = cands[:most], facts.f[:most]
 	}
-	return cands, facts
+	return cands
 }
 
 // hit is the answer's form of a ranked candidate.
@@ -491,8 +527,8 @@ func fold(cands []cand, j, o int) {
 	cands[j].others = append(cands[j].others, cands[o].c)
 }
 
-// sortWith orders cands by score and facts along with them.
-func sortWith(cands []cand, facts []*fact) {
+// byScoreWith orders cands by score and facts along with them.
+func byScoreWith(cands []cand, facts []*fact) {
 	ix := make([]int, len(cands))
 	for k := range ix {
 		ix[k] = k
@@ -571,13 +607,21 @@ func (s *Searcher) supersede(cands []cand, facts *factCache, m lexical.Match) {
 			// went fine") does neither.
 			cue := m.SameSubject(b.c.ix, a.c.ix, s.set.SupersedeShare) && facts.cue(cands, kb)
 			restated := !cue && !b.weak && m.SameSubject(b.c.ix, a.c.ix, 1) &&
-				jaccard(facts.get(cands, kb).terms, facts.get(cands, ka).terms) >= restatedJaccard
+				jaccard(facts.get(cands, kb).terms, facts.get(cands, ka).terms) >= restatedJaccard &&
+				holdsAll(m, facts.mask(cands, kb), facts.mask(cands, ka))
 			if !cue && !restated {
 				continue
 			}
 			s.replace(a, b)
 		}
 	}
+}
+
+// holdsAll reports whether the fact with query terms mb covers every unit of the query that
+// the fact with ma covers: "the prod job runner now lives on …" restates "the staging job
+// runner now lives on …" with a change, but for a query about staging it says nothing.
+func holdsAll(m lexical.Match, mb, ma uint64) bool {
+	return m.Share(ma&mb) >= m.Share(ma)-1e-9
 }
 
 // replace puts b in a's place: b takes a's score if lower, a ranks just below b.
@@ -682,6 +726,19 @@ func (s *Searcher) diversify(cands []cand, facts *factCache, vectors bool, n int
 		return jaccard(terms[a], terms[b])
 	}
 	taken := make([]bool, len(cands))
+	// A superseded note never ranks above the note that superseded it, however different
+	// the two read: it waits until that one is taken.
+	at := make(map[*cachedChunk]int, len(cands))
+	for k := range cands {
+		at[cands[k].c] = k
+	}
+	waits := func(k int) bool {
+		if by := cands[k].by; by != nil {
+			j, ok := at[by]
+			return ok && !taken[j]
+		}
+		return false
+	}
 	var order []int
 	lambda := s.set.MMRLambda
 	dup := map[string]int{}
@@ -699,6 +756,9 @@ func (s *Searcher) diversify(cands []cand, facts *factCache, vectors bool, n int
 			if j := restates(cands, facts, order, k); j >= 0 {
 				taken[k] = true
 				fold(cands, j, k)
+				continue
+			}
+			if waits(k) {
 				continue
 			}
 			maxSim := 0.0
@@ -774,6 +834,7 @@ type fact struct {
 	text  string
 	terms []string
 	cue   int8 // 0 unknown, 1 yes, -1 no
+	mask  *uint64
 }
 
 // factCache analyses candidates' best facts on first use (f is aligned with the candidates).
@@ -789,6 +850,25 @@ func (fc *factCache) get(cands []cand, k int) *fact {
 		fc.f[k] = &f
 	}
 	return fc.f[k]
+}
+
+// mask is the set of query terms candidate k's best fact holds (bit i = lq.Terms[i]).
+func (fc *factCache) mask(cands []cand, k int) uint64 {
+	f := fc.get(cands, k)
+	if f.mask == nil {
+		in := make(map[string]bool, len(f.terms))
+		for _, t := range f.terms {
+			in[t] = true
+		}
+		var held uint64
+		for i, t := range fc.lq.Terms {
+			if i < lexical.MaxQueryTerms && in[t] {
+				held |= 1 << i
+			}
+		}
+		f.mask = &held
+	}
+	return *f.mask
 }
 
 func (fc *factCache) cue(cands []cand, k int) bool {
@@ -1078,6 +1158,9 @@ func (s *Searcher) refresh(ctx context.Context, agentID, gen int64, old *snapsho
 	case s.files != nil && ((loaded && len(changed) > 0) || goneFiles(old, files)) && s.files.exists(agentID):
 		// The agent's file holds what is no longer so (a deleted file, an erased
 		// conversation): it goes now, and is written again once the snapshot is compacted.
+		if loaded {
+			s.fileStale.Add(1)
+		}
 		next, alone, err := s.files.removeAfter(agentID, snap.epoch)
 		if err != nil {
 			s.log.Warn("recall: stale snapshot file not removed", "agent", agentID, "err", err)
@@ -1095,12 +1178,12 @@ func (s *Searcher) refresh(ctx context.Context, agentID, gen int64, old *snapsho
 // readFileStates is the index state of each of the agent's files.
 func readFileStates(db *gorm.DB, agentID int64) (map[string]fileState, error) {
 	var states []store.RecallFile
-	if err := db.Select("filename", "file_id", "version", "embed_pending").Where("agent_id = ?", agentID).Find(&states).Error; err != nil {
+	if err := db.Select("filename", "file_id", "version", "embed_pending", "format").Where("agent_id = ?", agentID).Find(&states).Error; err != nil {
 		return nil, fmt.Errorf("read index state of agent %d: %w", agentID, err)
 	}
 	files := make(map[string]fileState, len(states))
 	for _, st := range states {
-		files[st.Filename] = fileState{fileID: st.FileID, version: st.Version, pending: st.EmbedPending}
+		files[st.Filename] = fileState{fileID: st.FileID, version: st.Version, pending: st.EmbedPending, format: st.Format}
 	}
 	return files, nil
 }

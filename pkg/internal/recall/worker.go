@@ -340,6 +340,27 @@ func (w *Worker) Reconcile(ctx context.Context) (ReconcileReport, error) {
 			return rep, err
 		}
 	}
+	// Files indexed by an older version (an older chunking or term analysis): built again,
+	// a page per sweep, batched per agent.
+	var stale []store.RecallFile
+	if err := db.Select("agent_id", "filename").Where("format < ?", IndexFormat).Order("agent_id, filename").
+		Limit(sweepPage).Find(&stale).Error; err != nil {
+		return rep, fmt.Errorf("scan files of an older index format: %w", err)
+	}
+	for start := 0; start < len(stale); {
+		end := start
+		for end < len(stale) && stale[end].AgentID == stale[start].AgentID {
+			end++
+		}
+		names := make([]string, 0, end-start)
+		for _, f := range stale[start:end] {
+			names = append(names, f.Filename)
+		}
+		if err := w.syncFiles(ctx, stale[start].AgentID, names, &rep); err != nil {
+			return rep, err
+		}
+		start = end
+	}
 	return rep, nil
 }
 

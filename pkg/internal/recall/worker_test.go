@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/matememory/matememory/pkg/internal/bus"
 	"github.com/matememory/matememory/pkg/internal/bus/bustest"
 	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/recall"
+	"github.com/matememory/matememory/pkg/internal/recall/lexical"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
 	"github.com/matememory/matememory/pkg/internal/workspace"
@@ -29,13 +31,7 @@ func TestWorkerIndexesRedeliveryAndCrashPaths(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db storetest.DB) {
 		ctx := context.Background()
 		r := newRig(t, db, true)
-		_, dialer := bustest.Server(t)
-		nc, err := dialer.Connect("test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		js, _ := jetstream.New(nc)
+		nc, js := connect(t)
 		if _, err := bus.EnsureStream(ctx, js, bus.DLQStreamConfig(1, time.Hour)); err != nil {
 			t.Fatal(err)
 		}
@@ -167,6 +163,13 @@ func TestWorkerIndexesRedeliveryAndCrashPaths(t *testing.T) {
 
 // next returns the next processed message about the daily note (the seeded core files of a
 // new agent have their own messages).
+// connect is a connection to a fresh embedded server and its JetStream.
+func connect(t *testing.T) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	_, d := bustest.Server(t)
+	return bustest.Connect(t, d, "test")
+}
+
 func next(t *testing.T, ch chan observed) observed {
 	t.Helper()
 	for {
@@ -212,13 +215,7 @@ func TestWorkerBatchesAnAgentsMessages(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db storetest.DB) {
 		ctx := context.Background()
 		r := newRig(t, db, false)
-		_, dialer := bustest.Server(t)
-		nc, err := dialer.Connect("test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		js, _ := jetstream.New(nc)
+		nc, js := connect(t)
 		if err := recall.Provision(ctx, js, 1, 30*time.Second, 5); err != nil {
 			t.Fatal(err)
 		}
@@ -305,5 +302,77 @@ func TestWorkerBatchesAnAgentsMessages(t *testing.T) {
 			ci, err := cons.Info(ctx)
 			return err == nil && ci.NumPending == 0 && ci.NumAckPending == 0
 		})
+	})
+}
+
+// Files indexed by an older version (another chunking or term analysis, format 0 before it
+// was recorded) are built again by the reconciler, without asking for embeddings again, and
+// searches see the new terms; a newer version's rows are left alone.
+func TestOlderIndexFormatIsBuiltAgain(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		ctx := context.Background()
+		r := newRig(t, db, true)
+		nc, js := connect(t)
+		w := recall.NewWorker(js, nc, db.DB, r.ix, slogDiscard(), time.Hour)
+		r.write(t, 8, "memory/2026-05-30.md", "# 2026-05-30\n\nThe Wi-Fi password hint changed to 'red kite'.\n")
+		r.write(t, 8, "memory/2026-05-29.md", "# 2026-05-29\n\nThe e-mail alias for billing is pay@northwind.example.\n")
+		format := func(name string) int {
+			var f store.RecallFile
+			if err := db.DB.Where("agent_id = 8 AND filename = ?", name).Take(&f).Error; err != nil {
+				t.Fatal(err)
+			}
+			return f.Format
+		}
+		if got := format("memory/2026-05-30.md"); got != recall.IndexFormat {
+			t.Fatalf("format %d after indexing, want %d", got, recall.IndexFormat)
+		}
+		if _, err := w.Reconcile(ctx); err != nil { // the seeded core files, never indexed
+			t.Fatal(err)
+		}
+		// What an older version stored: no joined compounds, and no format.
+		for _, c := range []struct {
+			name, joined string
+			format       int
+		}{{"memory/2026-05-30.md", "wifi", 0}, {"memory/2026-05-29.md", "email", 99}} {
+			var rows []store.RecallChunk
+			db.DB.Where("agent_id = 8 AND filename = ?", c.name).Find(&rows)
+			for _, row := range rows {
+				terms := strings.ReplaceAll(" "+row.Terms+" ", " "+c.joined+" ", " ")
+				db.DB.Model(&store.RecallChunk{}).Where("agent_id = 8 AND filename = ? AND ordinal = ?", c.name, row.Ordinal).
+					Update("terms", strings.TrimSpace(terms))
+			}
+			db.DB.Model(&store.RecallFile{}).Where("agent_id = 8 AND filename = ?", c.name).Update("format", c.format)
+		}
+		hits := func(q string) int {
+			res, err := recall.NewSearcher(db.DB, lexical.NewAnalyzer(), recall.Settings{}).Search(ctx, 8, recall.Query{Text: q})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(res.Hits)
+		}
+		if hits("wifi hint") != 0 || hits("email alias") != 0 {
+			t.Fatal("the older terms already find the compounds: the test would prove nothing")
+		}
+		calls := r.emb.Calls.Load()
+		rep, err := w.Reconcile(ctx)
+		if err != nil || rep.Changed != 1 {
+			t.Fatalf("reconcile: %+v %v; one file of an older format to build again", rep, err)
+		}
+		if got := format("memory/2026-05-30.md"); got != recall.IndexFormat {
+			t.Errorf("format %d after the reconcile, want %d", got, recall.IndexFormat)
+		}
+		if hits("wifi hint") != 1 {
+			t.Error("the file built again is not found by its joined compound")
+		}
+		if n := r.emb.Calls.Load() - calls; n != 0 {
+			t.Errorf("%d embedding calls to build a file again: its texts did not change", n)
+		}
+		// A newer version's rows: not built back to this version's format.
+		if got := format("memory/2026-05-29.md"); got != 99 || hits("email alias") != 0 {
+			t.Errorf("a newer format's file was built again (format %d)", got)
+		}
+		if rep, err := w.Reconcile(ctx); err != nil || rep.Changed != 0 {
+			t.Fatalf("second reconcile: %+v %v; nothing left to build", rep, err)
+		}
 	})
 }

@@ -79,7 +79,7 @@ func (h wsHandlers) mcPut(ctx context.Context, in *putInput) (*httpapi.Versioned
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.AnswerVersion(http.StatusOK, f.Version, apiFile(f)), nil
+	return httpapi.AnswerVersion(http.StatusOK, f.Version, f.File), nil
 }
 
 func (h wsHandlers) mcDelete(ctx context.Context, in *WriteParams) (*httpapi.Response[any], error) {

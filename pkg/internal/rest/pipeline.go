@@ -54,16 +54,9 @@ type publishInput struct {
 
 func (h pipelineHandlers) publishCompleted(ctx context.Context, in *publishInput) (*httpapi.Response[event.Ack], error) {
 	e := in.Body
-	// Completed and validated here, once, before the caller's scope is checked (an invalid
-	// agent id is a 400, not a 403).
-	e.Complete(time.Now())
-	if err := e.Validate(); err != nil {
-		return nil, err
-	}
-	if err := httpapi.Act(ctx, e.AgentID); err != nil {
-		return nil, err
-	}
-	ack, err := h.api.PublishCompleted(ctx, &e)
+	// The intake validates the event before it checks the caller's scope (an invalid agent
+	// id is a 400, not a 403).
+	ack, err := h.api.PublishCompleted(ctx, &e, httpapi.Act)
 	if err != nil {
 		return nil, err
 	}

@@ -161,7 +161,7 @@ func (h wsHandlers) get(ctx context.Context, in *FileParams) (*httpapi.Versioned
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.AnswerVersion(http.StatusOK, f.Version, apiFile(f)), nil
+	return httpapi.AnswerVersion(http.StatusOK, f.Version, f.File), nil
 }
 
 // FileHistory is a file's previous versions, newest first.
@@ -202,7 +202,7 @@ func (h wsHandlers) put(ctx context.Context, in *putInput) (*httpapi.Versioned[a
 	if created {
 		status = http.StatusCreated
 	}
-	return httpapi.AnswerVersion(status, f.Version, api.WriteResult{File: apiFile(f), Created: created}), nil
+	return httpapi.AnswerVersion(status, f.Version, api.WriteResult{File: f.File, Created: created}), nil
 }
 
 // write is the body of PUT on a file (native and MateClaw routes): the target and its
@@ -256,7 +256,7 @@ func (h wsHandlers) patch(ctx context.Context, in *patchInput) (*httpapi.Version
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.AnswerVersion(http.StatusOK, f.Version, apiFile(f)), nil
+	return httpapi.AnswerVersion(http.StatusOK, f.Version, f.File), nil
 }
 
 // Deleted answers a delete.
@@ -308,7 +308,7 @@ func (h wsHandlers) rollback(ctx context.Context, in *rollbackInput) (*httpapi.V
 	if err != nil {
 		return nil, err
 	}
-	return httpapi.AnswerVersion(http.StatusOK, f.Version, apiFile(f)), nil
+	return httpapi.AnswerVersion(http.StatusOK, f.Version, f.File), nil
 }
 
 // SystemPrompt is the workspace injection for the system prompt.

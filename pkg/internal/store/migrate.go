@@ -56,6 +56,20 @@ func Migrations() []Migration {
 		{Version: 5, Name: "agent core file budgets", Up: func(tx *gorm.DB) error {
 			return withTableOptions(tx).Migrator().CreateTable(&AgentBudget{})
 		}},
+		{Version: 6, Name: "recall index format", Up: func(tx *gorm.DB) error {
+			// The column and its index, named as gorm names them from RecallFile's tags.
+			// Migration 3 creates the table from today's struct, which already has them.
+			m := tx.Migrator()
+			if !m.HasColumn(&RecallFile{}, "Format") {
+				if err := m.AddColumn(&RecallFile{}, "Format"); err != nil {
+					return err
+				}
+			}
+			if !m.HasIndex(&RecallFile{}, "Format") {
+				return m.CreateIndex(&RecallFile{}, "Format")
+			}
+			return nil
+		}},
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
@@ -67,4 +68,35 @@ func TestOpenRefusesUnknownDriver(t *testing.T) {
 	if _, err := store.Open("postgres", "", t.TempDir()); err == nil {
 		t.Fatal("unknown driver accepted")
 	}
+}
+
+// Migration 6 adds the recall index format to a database of migration 5, whose rows read as
+// format 0 (indexed before the format was recorded).
+func TestRecallFormatMigrationUpgrades(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		ctx := context.Background()
+		m := db.DB.Migrator()
+		if err := m.DropIndex(&store.RecallFile{}, "Format"); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.DropColumn(&store.RecallFile{}, "Format"); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.DB.Exec("DELETE FROM mate_schema_migration WHERE version = 6").Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := db.DB.Exec("INSERT INTO mate_recall_file (agent_id, filename, file_id, version, chunks, embed_pending, index_time) VALUES (1, 'MEMORY.md', 1, 1, 1, false, ?)", time.Now()).Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Migrate(ctx, db.DB); err != nil {
+			t.Fatal(err)
+		}
+		if !m.HasColumn(&store.RecallFile{}, "Format") || !m.HasIndex(&store.RecallFile{}, "Format") {
+			t.Fatal("migration 6 did not add the format column and its index")
+		}
+		var f store.RecallFile
+		if err := db.DB.Where("agent_id = 1").Take(&f).Error; err != nil || f.Format != 0 {
+			t.Fatalf("a row of migration 5 reads format %d (%v), want 0", f.Format, err)
+		}
+	})
 }

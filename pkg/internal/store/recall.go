@@ -57,6 +57,10 @@ type RecallFile struct {
 	// (endpoint down): the indexer retries and the reconciler finds it again.
 	EmbedPending bool      `gorm:"not null;index"`
 	IndexTime    time.Time `gorm:"not null"`
+	// Format is the chunking and term analysis the chunks were built with (recall.IndexFormat;
+	// 0 = before it was recorded): rows of an older format are built again, without new
+	// embeddings, when a newer version runs.
+	Format int `gorm:"not null;default:0;index"`
 }
 
 // TableName implements gorm's Tabler.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/matememory/matememory/pkg/internal/fault"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/matememory/matememory/pkg/event"
 	"github.com/matememory/matememory/pkg/eventpub"
 	"github.com/matememory/matememory/pkg/internal/bus"
+	"github.com/matememory/matememory/pkg/internal/fault"
 	"github.com/matememory/matememory/pkg/internal/ledger"
 	"github.com/matememory/matememory/pkg/internal/store"
 )
@@ -44,24 +44,37 @@ type API struct {
 // otherwise.
 func (api API) ManualWait() time.Duration { return api.manualWait() }
 
-// PublishCompleted stores e, complete and valid (the port completed and validated it, and
-// checked the caller's scope), on JetStream: the API's event intake. An event that occurred
-// before its agent was erased is refused (fault.ErrErased), so it is never stored.
-func (api API) PublishCompleted(ctx context.Context, e *event.ConversationCompletedEvent) (event.Ack, error) {
-	if api.DB != nil {
-		if err := store.CheckNotErasedSince(ctx, api.DB, e.AgentID, e.OccurredAt); errors.Is(err, store.ErrErased) {
-			return event.Ack{}, fault.Wrap(fault.ErrErased, err, fmt.Sprintf("agent %d was erased after this event occurred (%s); events from before an erasure are refused, send events that occur after it",
-				e.AgentID, e.OccurredAt.UTC().Format(time.RFC3339)))
-		} else if err != nil {
-			return event.Ack{}, err
+// PublishCompleted completes and validates e, checks with authorize that the caller may
+// publish for its agent, and stores it on JetStream: the API's event intake. The order is
+// the answer's: an invalid event is refused as such (*event.InvalidError) whoever sends it,
+// then the caller's scope, then an event that occurred before its agent was erased
+// (fault.ErrErased), which is never stored. The event is validated once, by the publisher.
+func (api API) PublishCompleted(ctx context.Context, e *event.ConversationCompletedEvent, authorize func(ctx context.Context, agentID int64) error) (event.Ack, error) {
+	ack, err := api.Publisher.PublishCompleted(ctx, e, eventpub.WithCheck(func(ctx context.Context, e *event.ConversationCompletedEvent) error {
+		if err := authorize(ctx, e.AgentID); err != nil {
+			return err
 		}
-	}
-	ack, err := api.Publisher.PublishCompleted(ctx, e)
+		return api.notErased(ctx, e)
+	}))
 	if err != nil {
 		return event.Ack{}, PublishError(err)
 	}
 	api.metrics().Published.WithLabelValues("completed", strconv.FormatBool(ack.Duplicate)).Inc()
 	return ack, nil
+}
+
+// notErased refuses an event that occurred before its agent was erased.
+func (api API) notErased(ctx context.Context, e *event.ConversationCompletedEvent) error {
+	if api.DB == nil {
+		return nil
+	}
+	if err := store.CheckNotErasedSince(ctx, api.DB, e.AgentID, e.OccurredAt); errors.Is(err, store.ErrErased) {
+		return fault.Wrap(fault.ErrErased, err, fmt.Sprintf("agent %d was erased after this event occurred (%s); events from before an erasure are refused, send events that occur after it",
+			e.AgentID, e.OccurredAt.UTC().Format(time.RFC3339)))
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 func (api API) metrics() *Metrics {

@@ -110,33 +110,44 @@ func TestPoisonMessagesDeadLettered(t *testing.T) {
 	}
 }
 
-// A worker stopped in the middle of an extraction (the LLM hangs): the event goes back to
-// the stream at once, another worker processes it, and the daily entry appears once.
-func TestWorkerStoppedMidExtraction(t *testing.T) {
-	storetest.Each(t, func(t *testing.T, db storetest.DB) {
-		started := make(chan struct{}, 1)
-		var hang atomic.Bool
-		hang.Store(true)
-		fake := llmtest.New(t, func(r llmtest.Received) llmtest.Reply {
-			if hang.Load() {
-				select {
-				case started <- struct{}{}:
-				default:
-				}
-				return llmtest.Reply{Hang: true}
+// hangingLLM is an LLM whose calls hang until answer is called (then it answers as
+// echoLLM); inCall returns once a call is hanging.
+func hangingLLM(t *testing.T) (fake *llmtest.Server, inCall, answer func()) {
+	started := make(chan struct{}, 1)
+	var hang atomic.Bool
+	hang.Store(true)
+	fake = llmtest.New(t, func(r llmtest.Received) llmtest.Reply {
+		if hang.Load() {
+			select {
+			case started <- struct{}{}:
+			default:
 			}
-			return echoLLM(r)
-		})
-		h := newHarness(t, db, withLLM(fake), withLLMTimeout(time.Minute))
-		h.conversation(4, "c1", "t4-1", 4)
-		w1 := h.worker(h.service("w1"))
-		h.publish(completed(4, "c1", "e-kill", 4))
+			return llmtest.Reply{Hang: true}
+		}
+		return echoLLM(r)
+	})
+	inCall = func() {
+		t.Helper()
 		select {
 		case <-started:
 		case <-time.After(10 * time.Second):
 			t.Fatal("the LLM was never called")
 		}
-		hang.Store(false)
+	}
+	return fake, inCall, func() { hang.Store(false) }
+}
+
+// A worker stopped in the middle of an extraction (the LLM hangs): the event goes back to
+// the stream at once, another worker processes it, and the daily entry appears once.
+func TestWorkerStoppedMidExtraction(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		fake, inCall, answer := hangingLLM(t)
+		h := newHarness(t, db, withLLM(fake), withLLMTimeout(time.Minute))
+		h.conversation(4, "c1", "t4-1", 4)
+		w1 := h.worker(h.service("w1"))
+		h.publish(completed(4, "c1", "e-kill", 4))
+		inCall()
+		answer()
 		w1.Stop() // interrupts the hanging call; the delivery is NAKed, the lease released
 		h.worker(h.service("w2"))
 		poll.Until(t, 20*time.Second, "the event processed by the second worker", h.settled)
@@ -158,30 +169,14 @@ func TestWorkerStoppedMidExtraction(t *testing.T) {
 // processes the event, and its daily entry appears once.
 func TestWorkerCrashMidExtraction(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, db storetest.DB) {
-		started := make(chan struct{}, 1)
-		var hang atomic.Bool
-		hang.Store(true)
-		fake := llmtest.New(t, func(r llmtest.Received) llmtest.Reply {
-			if hang.Load() {
-				select {
-				case started <- struct{}{}:
-				default:
-				}
-				return llmtest.Reply{Hang: true}
-			}
-			return echoLLM(r)
-		})
+		fake, inCall, answer := hangingLLM(t)
 		h := newHarness(t, db, withLLM(fake), withLLMTimeout(time.Minute))
 		h.conversation(4, "c1", "t4-1", 4)
 		svc1, leaseConn := h.serviceConn("w1")
 		_, workerConn := h.workerConn(svc1)
 		h.publish(completed(4, "c1", "e-crash-mid", 4))
-		select {
-		case <-started:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the LLM was never called")
-		}
-		hang.Store(false)
+		inCall()
+		answer()
 		workerConn.Close()
 		leaseConn.Close()
 		h.worker(h.service("w2"))

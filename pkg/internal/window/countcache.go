@@ -38,7 +38,7 @@ func (c *countCache) count(tk tokens.Tokenizer, h [32]byte, m Message) int {
 	if ok {
 		return n
 	}
-	n = tokens.MessageTokens(tk, m.counted())
+	n = tokens.MessageTokens(tk, counted(m))
 	c.mu.Lock()
 	c.put(k, n)
 	c.mu.Unlock()

@@ -5,23 +5,14 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/matememory/matememory/pkg/api"
 	"github.com/matememory/matememory/pkg/internal/promptsafe"
 	"github.com/matememory/matememory/pkg/internal/tokens"
 )
 
 // WorkspaceCut is one workspace file the system message could not hold whole: the model
-// sees a marker where it was cut (or, for a file left out whole, one after the files kept),
-// saying what was left out and how to find it (issue 22: never a silent truncation).
-type WorkspaceCut struct {
-	Filename string `json:"filename"`
-	// Tokens is what the file's block takes whole, KeptTokens what of it the message holds
-	// (0: left out whole).
-	Tokens     int `json:"tokens"`
-	KeptTokens int `json:"keptTokens"`
-	// Lines and KeptLines count the file's content lines.
-	Lines     int `json:"lines"`
-	KeptLines int `json:"keptLines"`
-}
+// sees a marker where it was cut (issue 22: never a silent truncation).
+type WorkspaceCut = api.WorkspaceCut
 
 // injectedFile is one file block of the workspace injection ("--- NAME ---" and its lines).
 type injectedFile struct {

@@ -196,7 +196,7 @@ func checkWindow(t testing.TB, res *Result, userMessage string) {
 	tk, _ := counter.ByEncoding(res.Tokenizer)
 	var tm []tokens.Message
 	for _, m := range msgs {
-		tm = append(tm, m.counted())
+		tm = append(tm, counted(m))
 	}
 	if got := tokens.ChatTokens(tk, tm); got != res.Tokens.Total {
 		t.Fatalf("reported total %d, recount %d", res.Tokens.Total, got)

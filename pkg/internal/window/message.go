@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/matememory/matememory/pkg/api"
 	"github.com/matememory/matememory/pkg/internal/conversation"
 	"github.com/matememory/matememory/pkg/internal/tokens"
 )
@@ -21,74 +22,16 @@ const (
 	RoleTool      = "tool"
 )
 
-// Message is one chat message in OpenAI's chat-completions format.
-type Message struct {
-	Role       string     `json:"role"`
-	Content    string     `json:"content"`
-	Name       string     `json:"name,omitempty"`
-	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string     `json:"tool_call_id,omitempty"`
-}
+// Message is one chat message in OpenAI's chat-completions format (content null for an
+// assistant message that only calls tools). The REST port's schema refuses a field it does
+// not know, naming it.
+type Message = api.ChatMessage
 
 // ToolCall is one function call of an assistant message.
-type ToolCall struct {
-	ID       string       `json:"id"`
-	Type     string       `json:"type"`
-	Function FunctionCall `json:"function"`
-}
+type ToolCall = api.ToolCall
 
 // FunctionCall names the function and carries its JSON arguments as a string.
-type FunctionCall struct {
-	Name      string `json:"name"`
-	Arguments string `json:"arguments"`
-}
-
-type wireMessage struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	Name       string          `json:"name,omitempty"`
-	ToolCalls  []ToolCall      `json:"tool_calls,omitempty"`
-	ToolCallID string          `json:"tool_call_id,omitempty"`
-}
-
-// MarshalJSON writes content as null for an assistant message that only calls tools, as the
-// OpenAI API itself does (some providers reject an empty string there).
-func (m Message) MarshalJSON() ([]byte, error) {
-	w := wireMessage{Role: m.Role, Name: m.Name, ToolCalls: m.ToolCalls, ToolCallID: m.ToolCallID}
-	if m.Content == "" && len(m.ToolCalls) > 0 {
-		w.Content = json.RawMessage("null")
-	} else {
-		b, err := json.Marshal(m.Content)
-		if err != nil {
-			return nil, err
-		}
-		w.Content = b
-	}
-	return json.Marshal(w)
-}
-
-// UnmarshalJSON accepts content as a string or null, and rejects fields it does not know
-// (a misspelt "toolCalls" would otherwise lose the calls without a word).
-func (m *Message) UnmarshalJSON(b []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var w wireMessage
-	if err := dec.Decode(&w); err != nil {
-		return err
-	}
-	*m = Message{Role: w.Role, Name: w.Name, ToolCalls: w.ToolCalls, ToolCallID: w.ToolCallID}
-	raw := bytes.TrimSpace(w.Content)
-	switch {
-	case len(raw) == 0 || bytes.Equal(raw, []byte("null")):
-	case raw[0] == '"':
-		if err := json.Unmarshal(raw, &m.Content); err != nil {
-			return err
-		}
-	default:
-		return fmt.Errorf("content must be a string or null (multi-part content is not supported)")
-	}
-	return nil
-}
+type FunctionCall = api.FunctionCall
 
 // validateHistory checks inline history messages.
 func validateHistory(msgs []Message) error {
@@ -162,7 +105,7 @@ type item struct {
 	hash   [32]byte
 }
 
-func (m Message) counted() tokens.Message {
+func counted(m Message) tokens.Message {
 	tm := tokens.Message{Role: m.Role, Content: m.Content, Name: m.Name}
 	for _, c := range m.ToolCalls {
 		tm.ToolCalls = append(tm.ToolCalls, tokens.ToolCall{Name: c.Function.Name, Arguments: c.Function.Arguments})

@@ -194,7 +194,7 @@ func checkProperties(t *testing.T, name string, req Request, res *Result, emerge
 	items := make([]item, len(hist))
 	tk, _ := counter.ByEncoding(res.Tokenizer)
 	for j, m := range hist {
-		items[j] = item{Message: m, tokens: tokens.MessageTokens(tk, m.counted())}
+		items[j] = item{Message: m, tokens: tokens.MessageTokens(tk, counted(m))}
 	}
 	lastEx := buildLayout(items).exchangeStartItem(1)
 	need := res.Tokens.System + res.Tokens.Current + res.Tokens.Priming

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/matememory/matememory/pkg/api"
 	"github.com/matememory/matememory/pkg/internal/recall"
 	"github.com/matememory/matememory/pkg/internal/tokens"
 )
@@ -33,17 +34,7 @@ type RecallRequest struct {
 }
 
 // RecallInfo reports what the recall step did.
-type RecallInfo struct {
-	Query    string `json:"query"`
-	Mode     string `json:"mode,omitempty"`
-	Degraded bool   `json:"degraded,omitempty"`
-	Notice   string `json:"notice,omitempty"`
-	// Hits found, Included in the block (the rest did not fit MaxTokens or the budget).
-	Hits     int          `json:"hits"`
-	Included int          `json:"included"`
-	Tokens   int          `json:"tokens"`
-	Sources  []recall.Hit `json:"sources,omitempty"`
-}
+type RecallInfo = api.ContextRecall
 
 // Markers around recalled snippets in the system message.
 const (

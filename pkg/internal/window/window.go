@@ -31,6 +31,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/matememory/matememory/pkg/api"
 	"github.com/matememory/matememory/pkg/internal/config"
 	"github.com/matememory/matememory/pkg/internal/conversation"
 	"github.com/matememory/matememory/pkg/internal/llm"
@@ -245,83 +246,10 @@ func (r Request) validate() error {
 }
 
 // Tokens is the token account of a result.
-type Tokens struct {
-	// Total is what the messages cost, reply priming included; it is at most Budget.
-	Total  int `json:"total"`
-	Budget int `json:"budget"`
-	// Trigger is the total above which compaction starts (budget × compact-trigger-ratio).
-	Trigger int `json:"trigger"`
-	// System is the system message, Workspace the part of it the workspace files take.
-	System    int `json:"system"`
-	Workspace int `json:"workspace"`
-	Summary   int `json:"summary"`
-	History   int `json:"history"`
-	Current   int `json:"current"`
-	Priming   int `json:"priming"`
-	// Recall is the part of the system message the memory-recall block takes.
-	Recall int `json:"recall,omitempty"`
-	// Before is what the whole history would have cost without compaction.
-	Before int `json:"before"`
-}
+type Tokens = api.ContextTokens
 
 // Result is an assembled context window and an account of how it was made.
-type Result struct {
-	// Messages are in OpenAI chat format, in order: system, summary (a user message with
-	// the marker), history, current user message.
-	Messages  []Message `json:"messages"`
-	Tokens    Tokens    `json:"tokens"`
-	Tokenizer string    `json:"tokenizer"`
-	// Exact is false when the count is an estimate (the model's tokenizer is unknown).
-	Exact    bool   `json:"exact"`
-	Model    string `json:"model,omitempty"`
-	Language string `json:"language"`
-	// HistorySource is "store" (mate_message) or "inline".
-	HistorySource string `json:"historySource"`
-	// HistoryMessages is how many history messages there were. Summarized + Trimmed + Kept
-	// always equals it: nothing disappears unaccounted.
-	HistoryMessages int `json:"historyMessages"`
-	// HistoryRead is how many messages were read: fewer than HistoryMessages when the early
-	// history is covered by a cached summary and only the messages after it were read.
-	HistoryRead int `json:"historyRead"`
-	// CurrentFromHistory: the last stored message was the current user message itself (the
-	// chat service stored it before asking), so it is used once, last.
-	CurrentFromHistory bool `json:"currentFromHistory,omitempty"`
-	// Compacted is true when any history was summarized or trimmed.
-	Compacted bool `json:"compacted"`
-	// Emergency is true for a retry after a context-length error (last 2 exchanges only).
-	Emergency bool `json:"emergency,omitempty"`
-	// Summarized is how many of the earliest messages the summary stands for.
-	Summarized int `json:"summarized"`
-	// SummaryKind is "llm", "extractive" (degraded) or "" (no summary).
-	SummaryKind string `json:"summaryKind,omitempty"`
-	// Trimmed is how many messages were dropped without a summary standing for them.
-	Trimmed int `json:"trimmed"`
-	// Kept is how many history messages are included verbatim.
-	Kept int `json:"kept"`
-	// CacheHit: the summary came from the shared cache (or from another replica's call).
-	CacheHit bool `json:"cacheHit"`
-	// LLMCalls made by this request.
-	LLMCalls int `json:"llmCalls"`
-	// Degraded: compaction could not use the LLM; DegradedReason says why.
-	Degraded       bool   `json:"degraded"`
-	DegradedReason string `json:"degradedReason,omitempty"`
-	// FlushRequested: a summarize request was published for messages evicted before the
-	// summarizer extracted them; FlushReason says why not otherwise.
-	FlushRequested bool   `json:"flushRequested"`
-	FlushReason    string `json:"flushReason,omitempty"`
-	FlushID        string `json:"flushId,omitempty"`
-	// SkippedMessages is how many stored messages could not be used (tool_calls that are not
-	// an OpenAI tool_calls array) and were left out; Warnings names each. They are not in
-	// HistoryMessages.
-	SkippedMessages int `json:"skippedMessages,omitempty"`
-	// Warnings are unusual decisions the caller may want to log.
-	Warnings []string `json:"warnings,omitempty"`
-	// Recall reports the recall step, when asked for.
-	Recall *RecallInfo `json:"recall,omitempty"`
-	// WorkspaceCut lists the workspace files the system message could not hold whole: each
-	// is cut, or left out, with a marker the model sees, and a warning says so.
-	WorkspaceCut []WorkspaceCut `json:"workspaceCut,omitempty"`
-}
+type Result = api.ContextResult
 
 // assembly is the working state of one request.
 type assembly struct {

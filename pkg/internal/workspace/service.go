@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/matememory/matememory/pkg/api"
 	"log/slog"
 	"sort"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"gorm.io/gorm"
 
+	"github.com/matememory/matememory/pkg/api"
 	"github.com/matememory/matememory/pkg/internal/config"
 	"github.com/matememory/matememory/pkg/internal/promptsafe"
 	"github.com/matememory/matememory/pkg/internal/store"
@@ -53,21 +53,10 @@ type Change struct {
 	Base *File
 }
 
-// File is a workspace file.
+// File is a workspace file: the wire type api.File and the row it was read from, so that a
+// change starting from it (Change.Base) need not read it again.
 type File struct {
-	AgentID    int64     `json:"agentId"`
-	Filename   string    `json:"filename"`
-	Content    string    `json:"content"`
-	FileSize   int64     `json:"fileSize"`
-	Enabled    bool      `json:"enabled"`
-	SortOrder  int       `json:"sortOrder"`
-	Version    int64     `json:"version"`
-	CreateTime time.Time `json:"createTime"`
-	UpdateTime time.Time `json:"updateTime"`
-	// Tokens and BudgetTokens are set for a budgeted core file (MEMORY.md, PROFILE.md): its
-	// content's tokens with the agent's tokenizer and the agent's budget for it.
-	Tokens       *int `json:"tokens,omitempty"`
-	BudgetTokens *int `json:"budgetTokens,omitempty"`
+	api.File
 
 	// id is the row's id (0 when not read from the database).
 	id int64
@@ -437,9 +426,9 @@ func (s *Service) load(db *gorm.DB, agentID int64, name string) (store.Workspace
 }
 
 func toFile(r store.WorkspaceFile) File {
-	return File{AgentID: r.AgentID, Filename: r.Filename, Content: r.Content, FileSize: r.FileSize,
+	return File{File: api.File{AgentID: r.AgentID, Filename: r.Filename, Content: r.Content, FileSize: r.FileSize,
 		Enabled: r.Enabled, SortOrder: r.SortOrder, Version: r.Version,
-		CreateTime: r.CreateTime, UpdateTime: r.UpdateTime, id: r.ID}
+		CreateTime: r.CreateTime, UpdateTime: r.UpdateTime}, id: r.ID}
 }
 
 // SystemPrompt builds the workspace injection exactly as the spec formats it: enabled files

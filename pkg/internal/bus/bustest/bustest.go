@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/matememory/matememory/pkg/internal/bus"
 )
@@ -22,4 +24,20 @@ func Server(t testing.TB) (*server.Server, bus.Dialer) {
 		ns.WaitForShutdown()
 	})
 	return ns, bus.Dialer{URL: ns.ClientURL()}
+}
+
+// Connect connects to the server behind d as name and opens its JetStream; the connection
+// closes at cleanup.
+func Connect(t testing.TB, d bus.Dialer, name string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := d.Connect(name)
+	if err != nil {
+		t.Fatalf("connect to nats: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	return nc, js
 }

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"sort"
@@ -116,6 +117,17 @@ type Metrics struct {
 	NoGold  map[string]bool
 	// Degraded counts searches answered lexically because the embedding endpoint failed.
 	Degraded int
+	// Misses are the queries with gold not found in the first k, each with the files of its
+	// first hits.
+	Misses []Miss
+}
+
+// Miss is a query whose gold was not among the first k hits.
+type Miss struct {
+	Query, Kind string
+	// Rank is the gold's rank (from 0) within the first 10, -1 when not there.
+	Rank int
+	Hits []string
 }
 
 // Evaluate runs every query (top 10) and scores recall@k (a gold chunk among the first k
@@ -158,6 +170,13 @@ func Evaluate(ctx context.Context, se *recall.Searcher, agentID int64, s Set, na
 			if goldRank >= 0 && (staleRank < 0 || goldRank < staleRank) {
 				m.NewerFirst[q.Kind]++
 			}
+		}
+		if goldRank < 0 || goldRank >= k {
+			miss := Miss{Query: q.Query, Kind: q.Kind, Rank: goldRank}
+			for _, h := range res.Hits[:min(k, len(res.Hits))] {
+				miss.Hits = append(miss.Hits, h.Filename)
+			}
+			m.Misses = append(m.Misses, miss)
 		}
 		if goldRank < 0 {
 			continue
@@ -281,5 +300,145 @@ func Print(w io.Writer, ms []Metrics) {
 	for _, m := range ms {
 		fmt.Fprintf(w, "| %s | %.2f | %.3f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", m.Name, m.NewerFirst["superseded"], m.MRRByKind["superseded"],
 			m.ByKind["restated"], m.NewerFirst["core-vs-dated"], m.At1ByKind["core-vs-dated"], m.NoHits["no-answer"], m.NoHits["small-talk"])
+	}
+}
+
+// Calibration is how well the relevance floor separates answers from non-answers: for each
+// query with gold, the gold hit's coverage and cosine (positives, when it is found with no
+// floor at all); for each query without gold, its best hit's (negatives).
+type Calibration struct {
+	Name string
+	// Answerable counts the queries with gold, Found those whose gold is among the first 10
+	// hits with no floor; Unanswerable the queries without gold.
+	Answerable, Found, Unanswerable int
+	// Coverage is the floor on coverage (min-coverage), Cosine on the cosine (min-cosine;
+	// zero when the configuration has no vectors).
+	Coverage, Cosine Threshold
+}
+
+// Threshold is one floor's figures at a value: Recall is the share of the found gold hits
+// that clear it, Precision the share of gold among what clears it (gold hits and the best
+// hits of queries without gold), Through the queries without gold that clear it, AUC the
+// probability that a gold hit outscores the best hit of a query without gold.
+type Threshold struct {
+	At, AUC, Precision, Recall float64
+	Through                    int
+	// Suggested is the lowest floor that lets at most 5 % of the queries without gold through
+	// (just above the best hit of the next one), and SuggestedRecall the share of gold hits
+	// it keeps: where to set this floor for the model measured.
+	Suggested, SuggestedRecall float64
+}
+
+// Calibrate runs every query through se, which must have no floor (MinCoverage < 0, MinCosine
+// 0), and scores the floors at minCoverage and minCosine.
+func Calibrate(ctx context.Context, se *recall.Searcher, agentID int64, s Set, name string, minCoverage, minCosine float64) (Calibration, error) {
+	c := Calibration{Name: name}
+	var posCov, negCov, posCos, negCos []float64
+	for _, q := range s.Queries {
+		res, err := se.Search(ctx, agentID, recall.Query{Text: q.Query, MaxResults: 10})
+		if err != nil {
+			return c, fmt.Errorf("query %q: %w", q.Query, err)
+		}
+		if len(q.Gold) == 0 {
+			c.Unanswerable++
+			bestCov, bestCos := 0.0, 0.0
+			for _, h := range res.Hits {
+				bestCov, bestCos = max(bestCov, h.Coverage), max(bestCos, h.Vector)
+			}
+			negCov, negCos = append(negCov, bestCov), append(negCos, bestCos)
+			continue
+		}
+		c.Answerable++
+		for _, h := range res.Hits {
+			if isGold(h, q.Gold) {
+				c.Found++
+				posCov, posCos = append(posCov, h.Coverage), append(posCos, h.Vector)
+				break
+			}
+		}
+	}
+	c.Coverage = threshold(posCov, negCov, minCoverage)
+	if minCosine > 0 {
+		c.Cosine = threshold(posCos, negCos, minCosine)
+	}
+	return c, nil
+}
+
+func threshold(pos, neg []float64, at float64) Threshold {
+	t := Threshold{At: at}
+	kept := 0
+	for _, p := range pos {
+		if p >= at {
+			kept++
+		}
+	}
+	for _, n := range neg {
+		if n >= at {
+			t.Through++
+		}
+	}
+	if len(pos) > 0 {
+		t.Recall = float64(kept) / float64(len(pos))
+	}
+	if kept+t.Through > 0 {
+		t.Precision = float64(kept) / float64(kept+t.Through)
+	}
+	if len(neg) > 0 {
+		sorted := slices.Sorted(slices.Values(neg))
+		slices.Reverse(sorted)
+		allowed := len(neg) / 20
+		t.Suggested = math.Min(1, sorted[allowed]+0.005)
+		kept := 0
+		for _, p := range pos {
+			if p >= t.Suggested {
+				kept++
+			}
+		}
+		if len(pos) > 0 {
+			t.SuggestedRecall = float64(kept) / float64(len(pos))
+		}
+	}
+	if len(pos) > 0 && len(neg) > 0 {
+		wins := 0.0
+		for _, p := range pos {
+			for _, n := range neg {
+				switch {
+				case p > n:
+					wins++
+				case p == n:
+					wins += 0.5
+				}
+			}
+		}
+		t.AUC = wins / float64(len(pos)*len(neg))
+	}
+	return t
+}
+
+// NoFloor is base with the relevance floor off, for Calibrate.
+func NoFloor(base recall.Settings) recall.Settings {
+	base.MinCoverage, base.MinCosine = -1, 0
+	return base
+}
+
+// PrintCalibration writes a Markdown table of calibrations.
+func PrintCalibration(w io.Writer, cs []Calibration) {
+	fmt.Fprintln(w, "| configuration | gold found with no floor | floor | AUC | recall (gold kept) | precision | queries without an answer let through | suggested floor (≤ 5 % let through): recall |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- |")
+	for _, c := range cs {
+		rows := []struct {
+			what string
+			t    Threshold
+		}{{"coverage", c.Coverage}}
+		if c.Cosine.At > 0 {
+			rows = append(rows, struct {
+				what string
+				t    Threshold
+			}{"cosine", c.Cosine})
+		}
+		for _, r := range rows {
+			fmt.Fprintf(w, "| %s | %d of %d | %s ≥ %.2f | %.3f | %.3f | %.3f | %d of %d | %.3f: %.3f |\n", c.Name, c.Found, c.Answerable, r.what, r.t.At,
+				r.t.AUC, r.t.Recall, r.t.Precision, r.t.Through, c.Unanswerable, r.t.Suggested, r.t.SuggestedRecall)
+		}
 	}
 }

@@ -32,6 +32,9 @@ type Analyzer struct {
 	// question removes Chinese question words from a query ("是什么", "多少", "谁"): they are
 	// how a question is asked, not what it is about, and notes rarely contain them.
 	question analysis.CharFilter
+	// answer removes the words that name the kind of answer wanted ("birthday date",
+	// "上线日期"): a note gives the date, seldom the word. Kept when nothing else is left.
+	answer analysis.CharFilter
 }
 
 // latinOnly applies a filter to alphanumeric tokens only, so the English stemmer and stop
@@ -70,7 +73,7 @@ func NewAnalyzer() *Analyzer {
 	}
 	chain := func(unigrams bool, extra ...analysis.TokenFilter) *analysis.DefaultAnalyzer {
 		return &analysis.DefaultAnalyzer{
-			Tokenizer: unicode.NewUnicodeTokenizer(),
+			Tokenizer: compounds{unicode.NewUnicodeTokenizer()},
 			TokenFilters: append([]analysis.TokenFilter{
 				cjk.NewCJKWidthFilter(),
 				lowercase.NewLowerCaseFilter(),
@@ -86,6 +89,7 @@ func NewAnalyzer() *Analyzer {
 		a:        chain(true),
 		q:        chain(false, versionVariants{}),
 		question: bregexp.New(questionWords, []byte(" ")),
+		answer:   bregexp.New(answerWords, []byte(" ")),
 	}
 }
 
@@ -97,6 +101,10 @@ var queryStopWords = []string{"much", "many", "go", "goes", "do", "does", "did",
 // questionWords are the Chinese ways of asking (and of asking how something stands: 进度,
 // 状态), longest first where one starts another.
 var questionWords = regexp.MustCompile(`是什么时候|什么时候|是什么|什么|是多少|多少|哪里|哪儿|哪个|哪天|哪家|哪些|哪|是谁|谁|怎么样|怎么|为什么|几点|几号|几天|是否|有没有|进度|进展|状态|吗|呢`)
+
+// answerWords name the kind of answer a query wants, in English (whole words, any case)
+// and Chinese.
+var answerWords = regexp.MustCompile(`(?i)\b(?:date|dates|time|times)\b|日期|时间`)
 
 // versionVariants adds, for a version token, the same version with or without its "v"
 // (v1.27.3 and 1.27.3), at the same position: a query for either finds a note with the other.
@@ -119,6 +127,47 @@ func (versionVariants) Filter(in analysis.TokenStream) analysis.TokenStream {
 		out = append(out, &alt)
 	}
 	return out
+}
+
+// compounds adds, after a hyphenated compound of letters (Wi-Fi, e-mail, check-in), the
+// compound written as one word (wifi, email, checkin), at the first part's offset: a query
+// for either spelling finds a note with the other. Identifiers with digits (web-staging-14)
+// keep their parts only.
+type compounds struct{ t analysis.Tokenizer }
+
+func (c compounds) Tokenize(input []byte) analysis.TokenStream {
+	ts := c.t.Tokenize(input)
+	var out analysis.TokenStream
+	for k, t := range ts {
+		out = append(out, t)
+		if k == 0 || t.Type != analysis.AlphaNumeric || !letters(t.Term) {
+			continue
+		}
+		prev := ts[k-1]
+		if prev.Type != analysis.AlphaNumeric || !letters(prev.Term) || prev.End+1 != t.Start || input[prev.End] != '-' {
+			continue
+		}
+		if k >= 2 && ts[k-2].End+1 == prev.Start && input[ts[k-2].End] == '-' {
+			continue // a longer chain (state-of-the-art) is not one word
+		}
+		if k+1 < len(ts) && t.End+1 == ts[k+1].Start && input[t.End] == '-' {
+			continue
+		}
+		term := make([]byte, 0, len(prev.Term)+len(t.Term))
+		term = append(append(term, prev.Term...), t.Term...)
+		out = append(out, &analysis.Token{Term: term, Start: prev.Start, End: t.End, Position: t.Position, Type: analysis.AlphaNumeric})
+	}
+	return out
+}
+
+// letters reports whether b is ASCII letters only.
+func letters(b []byte) bool {
+	for _, c := range b {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') {
+			return false
+		}
+	}
+	return len(b) > 0
 }
 
 // Terms analyses text.
@@ -165,7 +214,14 @@ const MaxQueryTerms = 64
 
 // Query analyses a search query.
 func (a *Analyzer) Query(text string) Query {
-	filtered := string(a.question.Filter([]byte(text)))
+	asked := a.question.Filter([]byte(text))
+	if q := a.query(string(a.answer.Filter(append([]byte(nil), asked...)))); !q.Empty() {
+		return q
+	}
+	return a.query(string(asked))
+}
+
+func (a *Analyzer) query(filtered string) Query {
 	ts := a.q.Analyze([]byte(filtered))
 	var q Query
 	termIx := map[string]int{}
@@ -520,6 +576,21 @@ func (m Match) CoveredBy(d int, mask uint64) float64 {
 		}
 	}
 	return w
+}
+
+// Share is the IDF-weighted share of the query's units covered by the terms in mask (0–1):
+// what Coverage is for a document, for any set of terms (one sentence of a document).
+func (m Match) Share(mask uint64) float64 {
+	if m.total == 0 {
+		return 0
+	}
+	w := 0.0
+	for _, u := range m.units {
+		if u.terms&mask != 0 {
+			w += u.weight
+		}
+	}
+	return w / m.total
 }
 
 // SameSubject reports whether document b holds at least share of the weight of the

@@ -229,3 +229,35 @@ func BenchmarkSearchSegments(b *testing.B) {
 		}
 	})
 }
+
+func TestCompoundsAndAnswerWords(t *testing.T) {
+	a := NewAnalyzer()
+	for text, c := range map[string]struct{ want, not []string }{
+		"The Wi-Fi password":          {want: []string{"wi", "fi", "wifi"}},
+		"send an e-mail at check-in":  {want: []string{"email", "checkin"}},
+		"state-of-the-art design":     {not: []string{"stateof", "stateofart"}},
+		"web-staging-14 and ORD-2026": {not: []string{"webstage", "webstaging", "ord2026"}},
+	} {
+		got := a.Terms(text)
+		for _, w := range c.want {
+			if !slices.Contains(got, w) {
+				t.Errorf("Terms(%q) = %q; missing %q", text, got, w)
+			}
+		}
+		for _, n := range c.not {
+			if slices.Contains(got, n) {
+				t.Errorf("Terms(%q) = %q; must not contain %q", text, got, n)
+			}
+		}
+	}
+	for q, want := range map[string][]string{
+		"user birthday date": {"user", "birthdai"},
+		"Atlas 上线日期":         {"atla", "上线"},
+		"date":               {"date"}, // alone, the word is what is asked for
+		"what time":          {"time"},
+	} {
+		if got := a.Query(q).Terms; !slices.Equal(got, want) {
+			t.Errorf("Query(%q).Terms = %q, want %q", q, got, want)
+		}
+	}
+}

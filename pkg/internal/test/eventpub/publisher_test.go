@@ -37,14 +37,24 @@ func setup(t *testing.T) (bus.Dialer, jetstream.JetStream) {
 	return d, js
 }
 
-func TestPublisherAcksAndDeduplicates(t *testing.T) {
-	d, js := setup(t)
-	nc, _ := d.Connect("pub")
-	p, err := eventpub.NewPublisher(nc)
+// publisher connects a Publisher to d, closed with the test.
+func publisher(t *testing.T, d bus.Dialer, opts ...eventpub.Option) *eventpub.Publisher {
+	t.Helper()
+	nc, err := d.Connect("pub")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	p, err := eventpub.NewPublisher(nc, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+func TestPublisherAcksAndDeduplicates(t *testing.T) {
+	d, js := setup(t)
+	p := publisher(t, d)
 	ctx := context.Background()
 	e := valid()
 	e.EventID = ""
@@ -80,11 +90,47 @@ func TestPublisherAcksAndDeduplicates(t *testing.T) {
 	}
 }
 
+// TestPublisherCheck: WithCheck sees the event complete and valid, is not asked about an
+// invalid one (which is refused as invalid), and its error keeps the event off the stream.
+func TestPublisherCheck(t *testing.T) {
+	d, js := setup(t)
+	p := publisher(t, d)
+	ctx := context.Background()
+	refused := errors.New("not for this sender")
+	var seen []event.ConversationCompletedEvent
+	check := func(allow bool) eventpub.PublishOption {
+		return eventpub.WithCheck(func(_ context.Context, e *event.ConversationCompletedEvent) error {
+			seen = append(seen, *e)
+			if !allow {
+				return refused
+			}
+			return nil
+		})
+	}
+	var bad *event.InvalidError
+	if _, err := p.PublishCompleted(ctx, &event.ConversationCompletedEvent{AgentID: 0, ConversationID: "c1"}, check(false)); !errors.As(err, &bad) || len(seen) != 0 {
+		t.Fatalf("invalid event: %v, checked %d times; want an *InvalidError, unchecked", err, len(seen))
+	}
+	e := valid()
+	e.EventID = ""
+	if _, err := p.PublishCompleted(ctx, e, check(false)); !errors.Is(err, refused) {
+		t.Fatalf("refused by the check: %v", err)
+	}
+	if len(seen) != 1 || seen[0].EventID == "" || seen[0].OccurredAt.IsZero() {
+		t.Fatalf("the check saw %+v; want one complete event", seen)
+	}
+	s, _ := js.Stream(ctx, event.Stream)
+	if info, err := s.Info(ctx); err != nil || info.State.Msgs != 0 {
+		t.Fatalf("stream after a refused event: %+v %v; want it empty", info, err)
+	}
+	if ack, err := p.PublishCompleted(ctx, e, check(true)); err != nil || ack.Seq != 1 || len(seen) != 2 {
+		t.Fatalf("allowed by the check: %+v %v (checked %d times)", ack, err, len(seen))
+	}
+}
+
 func TestPublisherUnavailable(t *testing.T) {
 	ns, d := bustest.Server(t)
-	nc, _ := d.Connect("pub")
-	p, _ := eventpub.NewPublisher(nc, eventpub.WithTimeout(300*time.Millisecond))
-	defer p.Close()
+	p := publisher(t, d, eventpub.WithTimeout(300*time.Millisecond))
 	// No stream: JetStream cannot store it.
 	if _, err := p.PublishCompleted(context.Background(), valid()); !errors.Is(err, eventpub.ErrUnavailable) {
 		t.Fatalf("no stream: %v", err)

@@ -1,0 +1,32 @@
+package recall
+
+import (
+	"testing"
+	"time"
+
+	"github.com/matememory/matememory/pkg/internal/recall/lexical"
+)
+
+// MMR must not lift a superseded note above the note that superseded it: here the
+// correction reads like the hit already taken (MMR would push it down) and the older note
+// does not (MMR would take it next).
+func TestDiversifyKeepsASupersededNoteBelowItsSuperseder(t *testing.T) {
+	s := &Searcher{set: Settings{MMRLambda: 0.9}.withDefaults(), an: lexical.NewAnalyzer()}
+	day := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	chunk := func(name, text string, vec []float32, d int) *cachedChunk {
+		return &cachedChunk{filename: name, text: text, hash: name, vec: vec, date: day.AddDate(0, 0, d), dated: true}
+	}
+	hit := chunk("memory/2026-05-20.md", "The daily standup moved to 10:30 from now on.", []float32{1, 0}, 19)
+	newer := chunk("memory/2026-05-03.md", "Standup moved to Teams.", []float32{0.99, 0.141}, 2)
+	older := chunk("memory/2026-03-19.md", "The standup is on Zoom; the link is in the calendar.", []float32{0, 1}, -43)
+	cands := []cand{{c: hit, score: 1.0}, {c: newer, score: 0.98}, {c: older, score: 0.96, by: newer}}
+	facts := &factCache{s: s, lq: s.an.Query("standup"), f: make([]*fact, len(cands))}
+	order := s.diversify(cands, facts, true, 3)
+	if len(order) != 3 || cands[order[1]].c != newer || cands[order[2]].c != older {
+		var got []string
+		for _, k := range order {
+			got = append(got, cands[k].c.filename)
+		}
+		t.Fatalf("order %v: the superseded note must come after the note that superseded it", got)
+	}
+}
