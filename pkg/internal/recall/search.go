@@ -282,7 +282,7 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 		res.Notice = "nothing in memory is relevant to this query (no chunk holds enough of its words)"
 		return res, nil
 	}
-	cands = s.score(cands, identifiers(q.Text), qvec)
+	cands = s.score(cands, s.identifiers(q.Text, lq), m, qvec)
 	byScore(cands)
 	cands = pool(cands, q.MaxResults)
 	// A candidate's best-matching fact is analysed only when a step needs it.
@@ -365,16 +365,16 @@ func (s *Searcher) candidates(ai *snapshot, m lexical.Match, q Query, qvec []flo
 // score gives each candidate its score (the blend of vector and lexical, the boost for the
 // query's identifiers found verbatim, the age decay) and keeps those above MinScore (and
 // the weak ones).
-func (s *Searcher) score(cands []cand, idents []string, qvec []float32) []cand {
+func (s *Searcher) score(cands []cand, idents []ident, m lexical.Match, qvec []float32) []cand {
 	kept := cands[:0]
 	now := s.now()
 	for _, cd := range cands {
 		// A chunk containing an identifier verbatim contains all its parts: only those that
-		// match lexically are scanned.
+		// hold every query term of one are scanned.
 		if len(idents) > 0 && cd.cov > 0 {
-			low := strings.ToLower(cd.c.text)
+			has := m.Terms(cd.c.ix)
 			for _, id := range idents {
-				if containsIdent(low, id) {
+				if has&id.parts == id.parts && containsIdent(cd.c.text, id.text) {
 					cd.exact += 1 / float64(len(idents))
 				}
 			}
@@ -515,6 +515,8 @@ type cand struct {
 	// weak: below the relevance floor, kept only to see whether it updates a hit; lifted:
 	// it did, and took that hit's place.
 	weak, lifted bool
+	// noCue: no word of the chunk says that something changed (known once looked at).
+	noCue bool
 	// stated are the days the hit's fact was written on (it and its restatements), others
 	// the restatements folded into it.
 	stated map[string]bool
@@ -720,7 +722,7 @@ func (s *Searcher) diversify(cands []cand, facts *factCache, vectors bool, n int
 		}
 		for _, k := range []int{a, b} {
 			if terms[k] == nil {
-				terms[k] = lexical.SplitTerms(cands[k].c.terms)
+				terms[k] = termSet(lexical.SplitTerms(cands[k].c.terms))
 			}
 		}
 		return jaccard(terms[a], terms[b])
@@ -810,19 +812,24 @@ func sameFact(a, b []string) bool {
 	if len(a) == 0 || len(b) == 0 || jaccard(a, b) < restatementJaccard {
 		return false
 	}
-	in := func(xs []string) map[string]bool {
-		m := make(map[string]bool, len(xs))
-		for _, x := range xs {
-			m[x] = true
-		}
-		return m
-	}
-	sa, sb := in(a), in(b)
-	for _, pair := range [][2]map[string]bool{{sa, sb}, {sb, sa}} {
-		for t := range pair[0] {
-			if !pair[1][t] && t[0] < utf8.RuneSelf {
+	// a and b are term sets (sorted): walk both, looking at the terms only one holds.
+	latin := func(t string) bool { return t[0] < utf8.RuneSelf }
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j == len(b) || (i < len(a) && a[i] < b[j]):
+			if latin(a[i]) {
 				return false
 			}
+			i++
+		case i == len(a) || b[j] < a[i]:
+			if latin(b[j]) {
+				return false
+			}
+			j++
+		default:
+			i++
+			j++
 		}
 	}
 	return true
@@ -872,7 +879,11 @@ func (fc *factCache) mask(cands []cand, k int) uint64 {
 }
 
 func (fc *factCache) cue(cands []cand, k int) bool {
+	if cands[k].noCue {
+		return false
+	}
 	if t := cands[k].c.text; !updateCue(t) && !strings.Contains(strings.ToLower(t), "now") {
+		cands[k].noCue = true
 		return false // no cue anywhere in the chunk: no need to find its best fact
 	}
 	f := fc.get(cands, k)
@@ -893,7 +904,7 @@ func (s *Searcher) bestFact(text string, lq lexical.Query) fact {
 		want[t] = true
 	}
 	var best fact
-	bestN := 0
+	bestN, bestLen := 0, 0
 	for _, f := range splitFacts(text) {
 		ts := s.an.Terms(f)
 		n := 0
@@ -904,10 +915,11 @@ func (s *Searcher) bestFact(text string, lq lexical.Query) fact {
 				n++
 			}
 		}
-		if n > bestN || (n == bestN && n > 0 && len(ts) < len(best.terms)) {
-			best, bestN = fact{text: f, terms: ts}, n
+		if n > bestN || (n == bestN && n > 0 && len(ts) < bestLen) {
+			best, bestN, bestLen = fact{text: f, terms: ts}, n, len(ts)
 		}
 	}
+	best.terms = termSet(best.terms)
 	return best
 }
 
@@ -951,16 +963,63 @@ func identifiers(q string) []string {
 	return out
 }
 
+// ident is a query's identifier and the query terms it is made of (parts: bit i =
+// lq.Terms[i]): a chunk holding it verbatim holds all of them.
+type ident struct {
+	text  string
+	parts uint64
+}
+
+// identifiers are the query's identifiers (identifiers) with their parts.
+func (s *Searcher) identifiers(q string, lq lexical.Query) []ident {
+	ids := identifiers(q)
+	out := make([]ident, len(ids))
+	for k, id := range ids {
+		out[k].text = id
+		terms := s.an.Terms(id)
+		for i, t := range lq.Terms {
+			if i < lexical.MaxQueryTerms && slices.Contains(terms, t) {
+				out[k].parts |= 1 << i
+			}
+		}
+	}
+	return out
+}
+
 var identRE = regexp.MustCompile(`[a-z0-9][a-z0-9._@/#-]*`)
 
-// containsIdent reports whether text holds id verbatim, a version with or without its "v"
-// (v1.27.3 and 1.27.3).
+// containsIdent reports whether text holds id (lower-case ASCII) verbatim in any case, a
+// version with or without its "v" (v1.27.3 and 1.27.3).
 func containsIdent(text, id string) bool {
-	if strings.Contains(text, id) {
+	if containsFold(text, id) {
 		return true
 	}
 	if len(id) > 1 && id[0] == 'v' && id[1] >= '0' && id[1] <= '9' {
-		return strings.Contains(text, id[1:])
+		return containsFold(text, id[1:])
+	}
+	return false
+}
+
+// containsFold reports whether text holds id (lower-case ASCII) with ASCII letters in any
+// case, without lower-casing a copy of text.
+func containsFold(text, id string) bool {
+	if id == "" {
+		return true
+	}
+	lower := func(c byte) byte {
+		if 'A' <= c && c <= 'Z' {
+			return c + 'a' - 'A'
+		}
+		return c
+	}
+	for i := 0; i+len(id) <= len(text); i++ {
+		j := 0
+		for j < len(id) && lower(text[i+j]) == id[j] {
+			j++
+		}
+		if j == len(id) {
+			return true
+		}
 	}
 	return false
 }
@@ -975,28 +1034,33 @@ func day(t time.Time) time.Time {
 	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
 }
 
+// jaccard is the Jaccard similarity of two sets of terms, each sorted and without repeats
+// (termSet).
 func jaccard(a, b []string) float64 {
 	if len(a) == 0 || len(b) == 0 {
 		return 0
 	}
-	set := make(map[string]bool, len(a))
-	for _, t := range a {
-		set[t] = true
-	}
-	inter, union := 0, len(set)
-	seen := map[string]bool{}
-	for _, t := range b {
-		if seen[t] {
-			continue
-		}
-		seen[t] = true
-		if set[t] {
+	inter := 0
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		switch c := strings.Compare(a[i], b[j]); {
+		case c == 0:
 			inter++
-		} else {
-			union++
+			i++
+			j++
+		case c < 0:
+			i++
+		default:
+			j++
 		}
 	}
-	return float64(inter) / float64(union)
+	return float64(inter) / float64(len(a)+len(b)-inter)
+}
+
+// termSet is terms sorted, without repeats.
+func termSet(terms []string) []string {
+	set := slices.Clone(terms)
+	slices.Sort(set)
+	return slices.Compact(set)
 }
 
 func snippet(text string, n int) string {

@@ -30,3 +30,21 @@ func TestDiversifyKeepsASupersededNoteBelowItsSuperseder(t *testing.T) {
 		t.Fatalf("order %v: the superseded note must come after the note that superseded it", got)
 	}
 }
+
+func TestContainsIdent(t *testing.T) {
+	for _, c := range []struct {
+		text, id string
+		want     bool
+	}{
+		{"Order ORD-2026-0042 shipped", "ord-2026-0042", true},
+		{"gateway at V1.27.3", "v1.27.3", true},
+		{"gateway at 1.27.3", "v1.27.3", true},
+		{"ORD\r2026", "ord-2026", false}, // '\r' | 0x20 is '-': no folding but A–Z
+		{"ord-202", "ord-2026", false},
+		{"用户的订单PO-55812的交期", "po-55812", true},
+	} {
+		if got := containsIdent(c.text, c.id); got != c.want {
+			t.Errorf("containsIdent(%q, %q) = %v, want %v", c.text, c.id, got, c.want)
+		}
+	}
+}
