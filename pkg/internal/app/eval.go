@@ -79,15 +79,12 @@ func evalRecall(ctx context.Context, cfg config.Config, log *slog.Logger, args [
 	}
 	fmt.Fprintf(stdout, "indexed %d files in %s\n", len(set.Files), time.Since(start).Round(time.Millisecond))
 	var rows []evalset.Metrics
+	ss := evalset.Searchers{DB: db, An: an, Base: base, Emb: emb, Opts: []recall.SearcherOption{recall.SearchWithClock(clock), recall.SearchWithLogger(log)}}
 	for _, name := range evalset.Order {
 		if evalset.UsesVectors(name) && emb == nil {
 			continue
 		}
-		opts := []recall.SearcherOption{recall.SearchWithClock(clock), recall.SearchWithLogger(log)}
-		if evalset.UsesVectors(name) {
-			opts = append(opts, recall.SearchWithEmbedder(emb))
-		}
-		m, err := evalset.Evaluate(ctx, recall.NewSearcher(db, an, evalset.Configurations(base)[name], opts...), 1, set, name, *k)
+		m, err := evalset.Evaluate(ctx, ss.For(name), 1, set, name, *k)
 		if err != nil {
 			fmt.Fprintln(stderr, "eval:", err)
 			return 1
@@ -112,18 +109,11 @@ func evalRecall(ctx context.Context, cfg config.Config, log *slog.Logger, args [
 	// The relevance floor at the configured min-coverage and min-cosine, against the queries
 	// with and without an answer: what to set min-cosine to for this endpoint's model.
 	var cals []evalset.Calibration
-	eff := recall.NewSearcher(db, an, base).Settings() // the floors in effect (defaults filled in)
 	for _, name := range []string{evalset.Service, evalset.Hybrid} {
 		if evalset.UsesVectors(name) && emb == nil {
 			continue
 		}
-		opts := []recall.SearcherOption{recall.SearchWithClock(clock), recall.SearchWithLogger(log)}
-		minCosine := 0.0
-		if evalset.UsesVectors(name) {
-			opts = append(opts, recall.SearchWithEmbedder(emb))
-			minCosine = eff.MinCosine
-		}
-		c, err := evalset.Calibrate(ctx, recall.NewSearcher(db, an, evalset.NoFloor(evalset.Configurations(base)[name]), opts...), 1, set, name, eff.MinCoverage, minCosine)
+		c, err := ss.Calibrate(ctx, 1, set, name)
 		if err != nil {
 			fmt.Fprintln(stderr, "eval:", err)
 			return 1

@@ -18,7 +18,11 @@ import (
 	"strings"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/matememory/matememory/pkg/internal/recall"
+	"github.com/matememory/matememory/pkg/internal/recall/embed"
+	"github.com/matememory/matememory/pkg/internal/recall/lexical"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/workspace"
 )
@@ -329,9 +333,48 @@ type Threshold struct {
 	Suggested, SuggestedRecall float64
 }
 
-// Calibrate runs every query through se, which must have no floor (MinCoverage < 0, MinCosine
-// 0), and scores the floors at minCoverage and minCosine.
-func Calibrate(ctx context.Context, se *recall.Searcher, agentID int64, s Set, name string, minCoverage, minCosine float64) (Calibration, error) {
+// Searchers builds each configuration's searcher over one seeded database.
+type Searchers struct {
+	DB *gorm.DB
+	An *lexical.Analyzer
+	// Base is what Configurations derives the configurations from.
+	Base recall.Settings
+	// Emb is the embedder of the configurations with vectors (UsesVectors).
+	Emb embed.Embedder
+	// Opts are added to every searcher (a clock, a logger).
+	Opts []recall.SearcherOption
+}
+
+// For is the searcher of configuration name.
+func (ss Searchers) For(name string) *recall.Searcher {
+	return ss.with(name, Configurations(ss.Base)[name])
+}
+
+func (ss Searchers) with(name string, set recall.Settings) *recall.Searcher {
+	opts := slices.Clone(ss.Opts)
+	if UsesVectors(name) {
+		opts = append(opts, recall.SearchWithEmbedder(ss.Emb))
+	}
+	return recall.NewSearcher(ss.DB, ss.An, set, opts...)
+}
+
+// Calibrate scores configuration name's relevance floors, min-coverage and (when it uses
+// vectors) min-cosine as they take effect, over searches of the same configuration with no
+// floor at all.
+func (ss Searchers) Calibrate(ctx context.Context, agentID int64, s Set, name string) (Calibration, error) {
+	set := Configurations(ss.Base)[name]
+	floors := recall.NewSearcher(nil, nil, set).Settings() // defaults filled in
+	minCosine := 0.0
+	if UsesVectors(name) {
+		minCosine = floors.MinCosine
+	}
+	set.MinCoverage, set.MinCosine = -1, 0
+	return calibrate(ctx, ss.with(name, set), agentID, s, name, floors.MinCoverage, minCosine)
+}
+
+// calibrate runs every query through se, which has no floor, and scores the floors at
+// minCoverage and minCosine (0: none).
+func calibrate(ctx context.Context, se *recall.Searcher, agentID int64, s Set, name string, minCoverage, minCosine float64) (Calibration, error) {
 	c := Calibration{Name: name}
 	var posCov, negCov, posCos, negCos []float64
 	for _, q := range s.Queries {
@@ -413,12 +456,6 @@ func threshold(pos, neg []float64, at float64) Threshold {
 		t.AUC = wins / float64(len(pos)*len(neg))
 	}
 	return t
-}
-
-// NoFloor is base with the relevance floor off, for Calibrate.
-func NoFloor(base recall.Settings) recall.Settings {
-	base.MinCoverage, base.MinCosine = -1, 0
-	return base
 }
 
 // PrintCalibration writes a Markdown table of calibrations.

@@ -44,13 +44,9 @@ func TestEvaluationHybridNotWorseThanLexical(t *testing.T) {
 	}
 	got := map[string]evalset.Metrics{}
 	var rows []evalset.Metrics
+	ss := evalset.Searchers{DB: db.DB, An: an, Base: recall.Defaults(), Emb: emb, Opts: []recall.SearcherOption{recall.SearchWithClock(clock)}}
 	for _, name := range evalset.Order {
-		cfg := evalset.Configurations(recall.Defaults())[name]
-		opts := []recall.SearcherOption{recall.SearchWithClock(clock)}
-		if evalset.UsesVectors(name) {
-			opts = append(opts, recall.SearchWithEmbedder(emb))
-		}
-		m, err := evalset.Evaluate(ctx, recall.NewSearcher(db.DB, an, cfg, opts...), 1, set, name, 5)
+		m, err := evalset.Evaluate(ctx, ss.For(name), 1, set, name, 5)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,17 +55,7 @@ func TestEvaluationHybridNotWorseThanLexical(t *testing.T) {
 	}
 	var cals []evalset.Calibration
 	for _, name := range []string{evalset.Service, evalset.Hybrid} {
-		cfg := evalset.Configurations(recall.Defaults())[name]
-		opts := []recall.SearcherOption{recall.SearchWithClock(clock)}
-		if evalset.UsesVectors(name) {
-			opts = append(opts, recall.SearchWithEmbedder(emb))
-		}
-		def := recall.Defaults()
-		minCosine := 0.0
-		if evalset.UsesVectors(name) {
-			minCosine = def.MinCosine
-		}
-		c, err := evalset.Calibrate(ctx, recall.NewSearcher(db.DB, an, evalset.NoFloor(cfg), opts...), 1, set, name, def.MinCoverage, minCosine)
+		c, err := ss.Calibrate(ctx, 1, set, name)
 		if err != nil {
 			t.Fatal(err)
 		}
