@@ -282,7 +282,7 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 		res.Notice = "nothing in memory is relevant to this query (no chunk holds enough of its words)"
 		return res, nil
 	}
-	cands = s.score(cands, s.identifiers(q.Text, lq), m, qvec)
+	cands = s.score(cands, s.idents(q.Text, lq), m, qvec)
 	byScore(cands)
 	cands = pool(cands, q.MaxResults)
 	// A candidate's best-matching fact is analysed only when a step needs it.
@@ -420,10 +420,11 @@ func (s *Searcher) blend(cd *cand, qvec []float32) float64 {
 // the rest are left as they are once one scores below the best 2 × maxResults focused so
 // far: the hits are the same, and most candidates are never analysed.
 func (s *Searcher) focus(cands []cand, facts *factCache, m lexical.Match, qvec []float32, maxResults int) {
-	best := make([]float64, 0, 2*maxResults+1) // the focused scores so far, highest first
+	keep := 2 * maxResults
+	best := make([]float64, 0, keep+1) // the best focused scores so far, highest first
 	for k := range cands {
 		cd := &cands[k]
-		if len(best) == cap(best)-1 && cd.score < best[len(best)-1] {
+		if len(best) == keep && cd.score < best[keep-1] {
 			break
 		}
 		if cd.cov > 0 {
@@ -433,9 +434,8 @@ func (s *Searcher) focus(cands []cand, facts *factCache, m lexical.Match, qvec [
 			}
 		}
 		at, _ := slices.BinarySearchFunc(best, cd.score, func(x, y float64) int { return cmp.Compare(y, x) })
-		best = slices.Insert(best, at, cd.score)
-		if len(best) == cap(best) {
-			best = best[:len(best)-1]
+		if best = slices.Insert(best, at, cd.score); len(best) > keep {
+			best = best[:keep]
 		}
 	}
 	byScoreWith(cands, facts.f)
@@ -840,8 +840,8 @@ func sameFact(a, b []string) bool {
 type fact struct {
 	text  string
 	terms []string
-	cue   int8 // 0 unknown, 1 yes, -1 no
-	mask  *uint64
+	cue   int8   // 0 unknown, 1 yes, -1 no
+	mask  uint64 // the query terms it holds (bit i = lq.Terms[i])
 }
 
 // factCache analyses candidates' best facts on first use (f is aligned with the candidates).
@@ -860,23 +860,7 @@ func (fc *factCache) get(cands []cand, k int) *fact {
 }
 
 // mask is the set of query terms candidate k's best fact holds (bit i = lq.Terms[i]).
-func (fc *factCache) mask(cands []cand, k int) uint64 {
-	f := fc.get(cands, k)
-	if f.mask == nil {
-		in := make(map[string]bool, len(f.terms))
-		for _, t := range f.terms {
-			in[t] = true
-		}
-		var held uint64
-		for i, t := range fc.lq.Terms {
-			if i < lexical.MaxQueryTerms && in[t] {
-				held |= 1 << i
-			}
-		}
-		f.mask = &held
-	}
-	return *f.mask
-}
+func (fc *factCache) mask(cands []cand, k int) uint64 { return fc.get(cands, k).mask }
 
 func (fc *factCache) cue(cands []cand, k int) bool {
 	if cands[k].noCue {
@@ -899,24 +883,38 @@ func (fc *factCache) cue(cands []cand, k int) bool {
 // bestFact returns the line or sentence of text that holds most of the query's terms
 // (empty when none holds any).
 func (s *Searcher) bestFact(text string, lq lexical.Query) fact {
-	want := make(map[string]bool, len(lq.Terms))
-	for _, t := range lq.Terms {
-		want[t] = true
+	want := make(map[string]int, len(lq.Terms))
+	for i, t := range lq.Terms {
+		if _, dup := want[t]; !dup {
+			want[t] = i
+		}
 	}
 	var best fact
 	bestN, bestLen := 0, 0
 	for _, f := range splitFacts(text) {
 		ts := s.an.Terms(f)
+		var held uint64
+		var beyond map[int]bool // query terms past the mask's 64, rare
 		n := 0
-		seen := map[string]bool{}
 		for _, t := range ts {
-			if want[t] && !seen[t] {
-				seen[t] = true
+			i, ok := want[t]
+			switch {
+			case !ok:
+			case i < lexical.MaxQueryTerms:
+				if held&(1<<i) == 0 {
+					held |= 1 << i
+					n++
+				}
+			case !beyond[i]:
+				if beyond == nil {
+					beyond = map[int]bool{}
+				}
+				beyond[i] = true
 				n++
 			}
 		}
 		if n > bestN || (n == bestN && n > 0 && len(ts) < bestLen) {
-			best, bestN, bestLen = fact{text: f, terms: ts}, n, len(ts)
+			best, bestN, bestLen = fact{text: f, terms: ts, mask: held}, n, len(ts)
 		}
 	}
 	best.terms = termSet(best.terms)
@@ -970,8 +968,8 @@ type ident struct {
 	parts uint64
 }
 
-// identifiers are the query's identifiers (identifiers) with their parts.
-func (s *Searcher) identifiers(q string, lq lexical.Query) []ident {
+// idents are the query's identifiers with their parts.
+func (s *Searcher) idents(q string, lq lexical.Query) []ident {
 	ids := identifiers(q)
 	out := make([]ident, len(ids))
 	for k, id := range ids {

@@ -215,7 +215,7 @@ const MaxQueryTerms = 64
 // Query analyses a search query.
 func (a *Analyzer) Query(text string) Query {
 	asked := a.question.Filter([]byte(text))
-	if q := a.query(string(a.answer.Filter(append([]byte(nil), asked...)))); !q.Empty() {
+	if q := a.query(string(a.answer.Filter(asked))); !q.Empty() {
 		return q
 	}
 	return a.query(string(asked))
