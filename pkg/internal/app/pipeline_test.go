@@ -24,13 +24,7 @@ var pipelineTag = regexp.MustCompile(`\bconv-tag-[0-9]+\b`)
 // pipelineLLM answers memory extraction prompts with a daily entry naming each
 // conversation tag of the transcript (and anything else with a plain summary).
 func pipelineLLM(r llmtest.Received) llmtest.Reply {
-	user := ""
-	for _, m := range r.Messages {
-		if m.Role == "user" {
-			user = m.Content
-		}
-	}
-	_, transcript, ok := strings.Cut(user, "<transcript>")
+	transcript, ok := r.Transcript()
 	if !ok {
 		return llmtest.Reply{Content: "summary"}
 	}

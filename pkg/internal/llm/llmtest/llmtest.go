@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,6 +65,20 @@ type Server struct {
 	mu       sync.Mutex
 	received []Received
 	forget   atomic.Bool
+}
+
+// Transcript is the transcript of the request's last user message (between <transcript>
+// and </transcript>, as the extraction prompts send it), and whether it has one.
+func (r Received) Transcript() (string, bool) {
+	user := ""
+	for _, m := range r.Messages {
+		if m.Role == "user" {
+			user = m.Content
+		}
+	}
+	_, t, ok := strings.Cut(user, "<transcript>")
+	t, _, _ = strings.Cut(t, "</transcript>")
+	return t, ok
 }
 
 // Forget stops keeping the requests (Received then returns those seen before): a long

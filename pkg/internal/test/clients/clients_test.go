@@ -40,13 +40,7 @@ var factWord = regexp.MustCompile(`\bfact-[a-z0-9-]+\b`)
 // extractionModel answers memory extraction prompts with a daily entry naming each distinct
 // "fact-…" word of the transcript (anything else with a plain summary).
 func extractionModel(r llmtest.Received) llmtest.Reply {
-	user := ""
-	for _, m := range r.Messages {
-		if m.Role == "user" {
-			user = m.Content
-		}
-	}
-	_, transcript, ok := strings.Cut(user, "<transcript>")
+	transcript, ok := r.Transcript()
 	if !ok {
 		return llmtest.Reply{Content: "summary"}
 	}

@@ -493,17 +493,10 @@ func (f *fakeLLM) inFlight(proc string) int {
 // its transcript; anything else (emergence) declines to update.
 func (f *fakeLLM) answer(r llmtest.Received) llmtest.Reply {
 	defer f.doneCalls.Add(1)
-	user := ""
-	for _, m := range r.Messages {
-		if m.Role == "user" {
-			user = m.Content
-		}
-	}
-	_, transcript, ok := strings.Cut(user, "<transcript>")
+	transcript, ok := r.Transcript()
 	if !ok {
 		return reply(map[string]any{"should_update": false, "reason": "nothing recurring", "memory_content": ""})
 	}
-	transcript, _, _ = strings.Cut(transcript, "</transcript>")
 	f.extracts.Add(1)
 	var lines []string
 	seen := map[string]bool{}
