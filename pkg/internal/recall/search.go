@@ -1336,15 +1336,7 @@ func (s *Searcher) readVectors(db *gorm.DB, agentID int64, model string, full bo
 // keptChunks are old's chunks less those of changed files (read again) and of files whose
 // state is gone (deleted): what a full read would give for them.
 func keptChunks(old *snapshot, files map[string]fileState, changed []string) []cachedChunk {
-	drop := map[string]bool{}
-	for _, name := range changed {
-		drop[name] = true
-	}
-	for name := range old.files {
-		if _, live := files[name]; !live {
-			drop[name] = true
-		}
-	}
+	drop := old.dropped(files, changed)
 	var chunks []cachedChunk
 	for _, c := range old.chunks {
 		if !drop[c.filename] {

@@ -32,15 +32,7 @@ func compareChunks(a, b *cachedChunk) int {
 // files, as read from the database) and the chunks of files no longer in files dropped,
 // at generation gen. old is not modified: searches may still be reading it.
 func (old *snapshot) update(gen int64, files map[string]fileState, changed []string, fresh []cachedChunk) *snapshot {
-	drop := make(map[string]bool, len(changed))
-	for _, name := range changed {
-		drop[name] = true
-	}
-	for name := range old.files {
-		if _, live := files[name]; !live {
-			drop[name] = true
-		}
-	}
+	drop := old.dropped(files, changed)
 	sortChunks(fresh)
 	packVectors(fresh)
 	if len(fresh) > 0 {
@@ -74,6 +66,21 @@ func (old *snapshot) update(gen int64, files map[string]fileState, changed []str
 	mergeSmallSegments(chunks)
 	snap.assemble()
 	return snap
+}
+
+// dropped are the files whose chunks in old give way: the changed ones (read again) and
+// those no longer in files (deleted).
+func (old *snapshot) dropped(files map[string]fileState, changed []string) map[string]bool {
+	drop := make(map[string]bool, len(changed))
+	for _, name := range changed {
+		drop[name] = true
+	}
+	for name := range old.files {
+		if _, live := files[name]; !live {
+			drop[name] = true
+		}
+	}
+	return drop
 }
 
 // mergeSmallSegments re-indexes the chunks outside the largest segment as one segment when
