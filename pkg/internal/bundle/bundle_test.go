@@ -219,6 +219,8 @@ func TestImportRefusesBadBundlesAndWritesNothing(t *testing.T) {
 		{"manifest not first", join(append(lines[1:2:2], lines...)), "a bundle starts with its manifest", fault.ErrInvalid},
 		{"truncated", join(lines[:last-1]), "without its checksums line: it is truncated", fault.ErrInvalid},
 		{"tampered content", replace(-1, "likes green tea", "likes black tea"), "the SHA-256 of the file records", fault.ErrInvalid},
+		// Only the overall digest covers the manifest: an edited date there must be refused too.
+		{"tampered manifest", replace(0, `"createdAt":"20`, `"createdAt":"19`), "the overall SHA-256", fault.ErrInvalid},
 		{"unknown field", replace(1, `"language"`, `"colour":1,"language"`), `unknown field "colour"`, fault.ErrInvalid},
 		{"bad record after good ones", join(append(append(lines[:last:last], `{"kind":"run","runId":"","runKind":"x","status":"completed","createTime":"2026-01-01T00:00:00Z"}`), lines[last])), "runId \"\": 1 to 64 bytes", fault.ErrInvalid},
 		{"out of order", join(append(append([]string{lines[0]}, lines[2], lines[1]), lines[3:]...)), "the agent record must come right after the manifest", fault.ErrInvalid},
