@@ -69,6 +69,7 @@ func TestApplyRefusesMissingOrAmbiguousAnchors(t *testing.T) {
 		{"ambiguous heading", dup, []Edit{{Op: OpAdd, Under: "## Preferences", Text: "- tea"}}, 2, "occurs 2 times"},
 		{"missing text", file, []Edit{{Op: OpReplace, Old: "likes juice", New: "likes tea"}}, 0, `text "likes juice" not found`},
 		{"ambiguous text", dup, []Edit{{Op: OpDelete, Old: "- likes coffee"}}, 2, "ambiguous"},
+		{"ambiguous replace", dup, []Edit{{Op: OpReplace, Old: "- likes coffee", New: "- likes tea"}}, 2, "ambiguous"},
 		{"overlapping occurrences are ambiguous", "aaa\n", []Edit{{Op: OpDelete, Old: "aa"}}, 2, "ambiguous"},
 		{"a later edit fails: none applies", file, []Edit{{Op: OpAdd, Under: "## Travel", Text: "- Berlin"}, {Op: OpDelete, Old: "nope"}}, 0, "edit 2 (delete)"},
 	}
