@@ -410,10 +410,19 @@ func TestNothingRelevantAnswersNoHits(t *testing.T) {
 	r := newRig(t, storetest.SQLite(t), false)
 	r.write(t, 1, "MEMORY.md", "# MEMORY\n\n- 用户喜欢乌龙茶。\n- The user works at Northwind Labs.\n")
 	r.write(t, 1, "memory/2026-05-20.md", "# 2026-05-20\n\n今天主要在看文档，没有特别的事情。\n\n用户说下个月要去杭州出差。\n")
-	for _, q := range []string{"你好", "谢谢，今天就到这里", "hi", "what is the user's blood type", "用户的护照号码是多少", "是什么"} {
+	// The last three share a word or two with a note (coverage 0.38 to 0.46): below the
+	// floor, they are no hits; at half the floor they would be.
+	partial := []string{"杭州的天气怎么样", "乌龙茶的价格", "what does Northwind sell"}
+	for _, q := range append([]string{"你好", "谢谢，今天就到这里", "hi", "what is the user's blood type", "用户的护照号码是多少", "是什么"}, partial...) {
 		res := r.search(t, 1, recall.Query{Text: q})
 		if len(res.Hits) != 0 || res.Notice == "" {
 			t.Errorf("%q: want no hits and a notice, got %d hits (%v), notice %q", q, len(res.Hits), files(res), res.Notice)
+		}
+	}
+	half := recall.NewSearcher(r.db.DB, lexical.NewAnalyzer(), recall.Settings{MinCoverage: recall.DefaultMinCoverage / 2})
+	for _, q := range partial {
+		if res, err := half.Search(context.Background(), 1, recall.Query{Text: q}); err != nil || len(res.Hits) == 0 {
+			t.Errorf("%q at half the floor: %v, %+v; want a hit (else this test cannot tell the floor from half of it)", q, err, res.Hits)
 		}
 	}
 	for _, q := range []string{"杭州出差", "乌龙茶", "where does the user work"} {
