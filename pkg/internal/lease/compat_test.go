@@ -79,6 +79,30 @@ func TestLeaseRecordsOfOtherVersions(t *testing.T) {
 		t.Fatal("the min-3 record was rewritten")
 	}
 
+	// A record for version 2 and later: this is version 2, so it is free, taken and
+	// updated like any other, and it keeps its minimum.
+	put("4", map[string]any{"v": 2, "min": 2, "cooldownRun": "run-2"})
+	st, err = m.Read(ctx, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Held(time.Now()) || st.Holder(time.Now()).Owner != "" {
+		t.Fatalf("a min-2 record read as held by version 2: %+v, holder %+v", st, st.Holder(time.Now()))
+	}
+	if st, err = m.Update(ctx, 4, st, func(r *lease.Record) { r.CooldownRun = "run-4" }); err != nil {
+		t.Fatalf("version 2 updates a min-2 record: %v", err)
+	}
+	l, err = m.AcquireFrom(ctx, 4, "summarize", st)
+	if err != nil {
+		t.Fatalf("version 2 takes a min-2 record: %v", err)
+	}
+	if r := l.Record(); r.Min != 2 || r.CooldownRun != "run-4" {
+		t.Fatalf("taken: %+v; want min 2 and the updated cooldown run", r)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
 	// A record of the versions before `v` (Create/Delete leases): legacy, its lease judged
 	// by its write time plus the TTL.
 	put("3", map[string]any{"owner": "old", "purpose": "summarize"})
