@@ -144,7 +144,10 @@ func TestOutOfTreeModuleDownloads(t *testing.T) {
 	for _, l := range libs {
 		t.Run(l.pkg, func(t *testing.T) {
 			skipAbsent(t, l.pkg)
-			if l.needsProxy {
+			// CI reaches the module proxy: there the case always runs (a proxy that does not
+			// answer fails it in go mod tidy, with go's own message). Elsewhere it is skipped
+			// when the proxy does not answer.
+			if l.needsProxy && os.Getenv("CI") != "true" {
 				if err := proxyReachable(t); err != nil {
 					t.Skipf("this case downloads nats.go and watermill, and the Go module proxy is unreachable: %v", err)
 				}
