@@ -535,14 +535,15 @@ func (w *Worker) rewrite(ctx context.Context, req Request, p prepared, run *ledg
 	}
 	// The budget holds whatever the model answered; what leaves the file is archived.
 	fit := w.fit(ctx, p, read, content, form, run.RunID)
-	// The rewrite guard judges what the change keeps: the core file and the archive together
-	// (an answer that fits an over-budget file by leaving entries to the archive loses
-	// nothing). It still refuses an empty or cut-off answer, or one that keeps too little of
-	// the file even counting what the archive gets.
-	if err := guard.CheckRewrite(base, content+"\n"+fit.removed, truncated); err != nil || strings.TrimSpace(content) == "" {
-		if err == nil {
-			err = guard.CheckRewrite(base, content, truncated)
-		}
+	// The rewrite guard: a file over its budget, which the prompt asks to shrink, is judged
+	// by what the change keeps in the core file and the archive together (an answer that fits
+	// it by leaving entries to the archive loses nothing); a file within it, by the core file
+	// alone. An empty or cut-off answer is refused either way.
+	kept := content
+	if b := p.budgets.MemoryTokens; b > 0 && w.ws.CountTokens(base) > b && strings.TrimSpace(content) != "" {
+		kept = content + "\n" + fit.removed
+	}
+	if err := guard.CheckRewrite(base, kept, truncated); err != nil {
 		return store.RunRefused, err.Error() + "; MEMORY.md left unchanged", nil
 	}
 	notes, err := w.write(ctx, req.AgentID, fit, read.Version, p.held, run)
