@@ -45,19 +45,22 @@ func TestRemoved(t *testing.T) {
 		lines = append(lines, blame.Line{Number: i + 1, Text: l, Introduced: blame.Change{Version: int64(i + 1)}})
 	}
 	r := Removed(memory, "", func() []blame.Line { return lines })
-	if len(r) != 4 {
-		t.Fatalf("emptied file: %d entries, want 4: %+v", len(r), r)
+	// Everything goes, headings too: whatever leaves the file is archived.
+	if len(r) != 7 {
+		t.Fatalf("emptied file: %d entries, want 7: %+v", len(r), r)
 	}
-	if r[0].Origin.Version != 4 || r[2].Origin.Version != 9 { // "- likes green tea" is line 4, the paragraph starts at 9
+	if r[2].Origin.Version != 4 || r[5].Origin.Version != 9 { // "- likes green tea" is line 4, the paragraph starts at 9
 		t.Errorf("origins: %+v", r)
 	}
 }
 
 func TestEntries(t *testing.T) {
 	var got []string
-	lines := splitLines(memory)
-	for _, s := range entries(memory) {
-		got = append(got, strings.Join(lines[s.first:s.last+1], "|")+" @"+s.heading)
+	lines, blocks := parse(memory)
+	for k, s := range blocks {
+		if s.kind == kindEntry {
+			got = append(got, strings.Join(lines[s.first:s.last+1], "|")+" @"+headingOf(lines, blocks, k))
+		}
 	}
 	want := []string{
 		"- likes green tea @## Preferences",
@@ -87,7 +90,8 @@ func TestDemote(t *testing.T) {
 		lines = append(lines, blame.Line{Number: i + 1, Text: l, Introduced: c, Confirmed: c})
 	}
 	limit := len(memory) - 40
-	kept, demoted := Demote(memory, lines, func(s string) bool { return len(s) <= limit })
+	count := func(s string) int { return len(s) }
+	kept, demoted := Demote(memory, lines, Limits{Count: count, Tokens: limit})
 	if len(kept) > limit {
 		t.Fatalf("kept %d bytes, limit %d", len(kept), limit)
 	}
@@ -103,12 +107,13 @@ func TestDemote(t *testing.T) {
 			t.Errorf("%q both kept and demoted", e.Text)
 		}
 	}
-	// Nothing fits: every entry goes, the headings stay.
-	kept, demoted = Demote(memory, nil, func(string) bool { return false })
-	if len(demoted) != 4 || strings.TrimSpace(kept) != "# MEMORY\n\n## Preferences\n\n## Work" {
+	// Nothing fits: every entry goes, and the headings with their sections: the bound counts
+	// every line.
+	kept, demoted = Demote(memory, nil, Limits{Count: count, Tokens: 0})
+	if len(demoted) != 7 || kept != "" {
 		t.Errorf("all demoted: %d entries, kept %q", len(demoted), kept)
 	}
-	if k, d := Demote(memory, nil, func(string) bool { return true }); k != memory || d != nil {
+	if k, d := Demote(memory, nil, Limits{Count: count, Tokens: len(memory)}); k != memory || d != nil {
 		t.Error("a file that fits changed")
 	}
 }
@@ -119,7 +124,7 @@ func TestRender(t *testing.T) {
 		{Text: "- likes green tea", Heading: "## Preferences", Origin: blame.Change{Version: 4, Actor: "summarizer", Ref: "run-a", Time: at.AddDate(0, -2, 0)}},
 		{Text: "- prefers mornings", Heading: "## Preferences"},
 	}, "MEMORY.md", ReasonDemotion, "run-z", at)
-	want := "## 2026-12-01 09:30 · MEMORY.md · demotion · run run-z\n\n- likes green tea\n" +
+	want := "## 2026-12-01 09:30 +00:00 · MEMORY.md · demotion · run run-z\n\n- likes green tea\n" +
 		"<!-- under Preferences, MEMORY.md v4, 2026-10-01, summarizer, run run-a -->\n- prefers mornings\n<!-- under Preferences -->\n"
 	if got != want {
 		t.Errorf("render:\n%s\nwant:\n%s", got, want)

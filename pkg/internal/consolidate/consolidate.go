@@ -26,6 +26,7 @@ import (
 	"github.com/matememory/matememory/pkg/internal/llm"
 	"github.com/matememory/matememory/pkg/internal/memedit"
 	"github.com/matememory/matememory/pkg/internal/prompt"
+	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/workspace"
 )
 
@@ -39,6 +40,19 @@ const Target = 0.7
 // Over reports whether tokens have passed the high-water mark of budget (a budget of 0 or
 // less means none).
 func Over(tokens, budget int) bool { return budget > 0 && float64(tokens) > HighWater*float64(budget) }
+
+// AskLimit is the most tokens a file the model is asked to consolidate may have: its answer
+// (the file again, at worst) must fit a model's output, and the prompt its context. A file
+// larger than that, or than AskFactor times its budget, is fitted by the service's demotion
+// without a model call.
+const (
+	AskLimit  = 12000
+	AskFactor = 4
+)
+
+// TooLargeToAsk reports whether a file of tokens is too large to ask the model to fit to
+// budget (AskLimit, AskFactor).
+func TooLargeToAsk(tokens, budget int) bool { return tokens > AskLimit || (budget > 0 && tokens > AskFactor*budget) }
 
 // Request is one consolidation to ask for.
 type Request struct {
@@ -143,24 +157,24 @@ type Fitted struct {
 
 // Archive renders the archive block of f for file, or "" when nothing left the file.
 func (f Fitted) Archive(file, reason, run string, at time.Time) string {
-	return archive.Render(f.Removed, file, reason, run, at) + sep(f.Removed, f.Demoted) +
-		archive.Render(f.Demoted, file, archive.ReasonDemotion, run, at)
+	return strings.Join(f.Parts(file, reason, run, at, 0), "\n")
 }
 
-func sep(a, b []archive.Entry) string {
-	if len(a) > 0 && len(b) > 0 {
-		return "\n"
-	}
-	return ""
+// Parts renders the archive blocks of f for file, each at most max bytes (0: no limit), nil
+// when nothing left the file: what the change removed (for reason), then what was demoted.
+func (f Fitted) Parts(file, reason, run string, at time.Time, max int) []string {
+	return append(archive.Parts(f.Removed, file, reason, run, at, max),
+		archive.Parts(f.Demoted, file, archive.ReasonDemotion, run, at, max)...)
 }
 
-// Fit takes a change of a core file from before to after and makes it fit. within(share)
-// says whether a content is within that share of the budget; history gives the file's
-// revisions up to before (read only when something left the file or after does not fit: the
-// blame that dates the archived entries and orders the demotion); change is what produces
-// after. A content over the budget is demoted down to Target, not just under the budget, so
-// that the next extractions have room before the file passes its high-water mark again.
-func Fit(before, after string, within func(text string, share float64) bool, history func() []blame.Revision, change blame.Change) Fitted {
+// Fit takes a change of a core file from before to after and makes it fit budget tokens
+// (counted by count; 0 or less: no budget). history gives the file's revisions up to before
+// (read only when something left the file or after does not fit: the blame that dates the
+// archived entries and orders the demotion); change is what produces after. A content over
+// the budget is demoted down to Target, not just under the budget, so that the next
+// extractions have room before the file passes its high-water mark again; an entry of more
+// than archive.BigShare of the budget goes first (archive.Demote gives the order).
+func Fit(before, after string, count func(string) int, budget int, history func() []blame.Revision, change blame.Change) Fitted {
 	var revs []blame.Revision
 	read := false
 	revisions := func() []blame.Revision {
@@ -170,10 +184,11 @@ func Fit(before, after string, within func(text string, share float64) bool, his
 		return revs
 	}
 	f := Fitted{Content: after, Removed: archive.Removed(before, after, func() []blame.Line { return blame.Annotate(revisions()) })}
-	if !within(after, 1) {
+	if budget > 0 && count(after) > budget {
 		r := revisions()
 		lines := blame.Annotate(append(r[:len(r):len(r)], blame.Revision{Content: after, Change: change}))
-		f.Content, f.Demoted = archive.Demote(after, lines, func(text string) bool { return within(text, Target) })
+		f.Content, f.Demoted = archive.Demote(after, lines, archive.Limits{Count: count,
+			Tokens: int(Target * float64(budget)), Big: int(archive.BigShare * float64(budget))})
 	}
 	return f
 }
@@ -199,11 +214,9 @@ type Write struct {
 // FitWrite is Fit for a pipeline write, as the summarizer and emergence make them: the seeded
 // template counts as empty (nothing of it is archived), and the file's history is read from
 // h only when Fit needs it (a history that cannot be read is logged, and the archive then
-// says less about where entries came from).
+// says less about where entries came from). With After equal to Before's content it is the
+// service's own fit of a file over its budget, without the model.
 func FitWrite(ctx context.Context, h Histories, log *slog.Logger, w Write) Fitted {
-	within := func(text string, share float64) bool {
-		return w.Budget <= 0 || float64(w.Count(text)) <= share*float64(w.Budget)
-	}
 	history := func() []blame.Revision {
 		if w.Before.Version == 0 {
 			return nil
@@ -219,5 +232,51 @@ func FitWrite(ctx context.Context, h Histories, log *slog.Logger, w Write) Fitte
 	if workspace.IsSeed(w.File, was) {
 		was = ""
 	}
-	return Fit(was, w.After, within, history, w.Change)
+	return Fit(was, w.After, w.Count, w.Budget, history, w.Change)
+}
+
+// Appender appends to a workspace file in a unit of work (the workspace).
+type Appender interface {
+	AppendTx(tx *store.Tx, agentID int64, name, text, header string, ch workspace.Change) (workspace.File, error)
+	MaxBytes() int
+}
+
+// PartBytes is the most an archive block may hold of a note's size cap: a block never makes
+// a note refuse it, and a note keeps room for the next ones.
+func PartBytes(maxBytes int) int { return max(maxBytes/4, 4096) }
+
+// maxNotesADay bounds the notes of one day an append looks through.
+const maxNotesADay = 10000
+
+// ArchiveTx appends blocks (Fitted.Parts, each at most PartBytes of the cap) to the archive
+// notes of day in the unit tx: to the day's note while it has room, then to the next note of
+// the day (archive.PartFile), so that the archive never fails a commit for its size. It
+// returns the notes written, for Committed after the unit commits (one per note, the last
+// write of it).
+func ArchiveTx(tx *store.Tx, a Appender, agentID int64, day string, blocks []string, ch workspace.Change) ([]workspace.File, error) {
+	var out []workspace.File
+	part := 1
+	for _, b := range blocks {
+		for {
+			if part > maxNotesADay {
+				return out, fmt.Errorf("the archive of %s has %d notes, each full", day, maxNotesADay)
+			}
+			name := archive.PartFile(day, part)
+			f, err := a.AppendTx(tx, agentID, name, b, archive.Header(day), ch)
+			if errors.Is(err, workspace.ErrTooLarge) {
+				part++
+				continue
+			}
+			if err != nil {
+				return out, fmt.Errorf("append to %s: %w", name, err)
+			}
+			if len(out) > 0 && out[len(out)-1].Filename == f.Filename {
+				out[len(out)-1] = f
+			} else {
+				out = append(out, f)
+			}
+			break
+		}
+	}
+	return out, nil
 }

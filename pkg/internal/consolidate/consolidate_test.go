@@ -66,26 +66,26 @@ func TestFit(t *testing.T) {
 	reads := 0
 	history := func() []blame.Revision { reads++; return revs }
 	// A budget of 50 bytes: after (54) is over, and demotion goes down to Target (35).
-	fits := func(s string, share float64) bool { return float64(len(s)) <= 50*share }
+	count := func(s string) int { return len(s) }
 	after := file + "- F-4: d\n"
-	f := Fit(file, after, fits, history, day(4))
+	f := Fit(file, after, count, 50, history, day(4))
 	if f.Content != "# MEMORY\n## Facts\n- F-4: d\n" || len(f.Removed) != 0 || len(f.Demoted) != 3 || f.Demoted[0].Text != "- F-1: a" ||
 		f.Demoted[0].Origin.Version != 1 || f.Demoted[2].Text != "- F-3: c" {
 		t.Fatalf("fit: %+v", f)
 	}
 	block := f.Archive("MEMORY.md", "rewrite", "run-z", time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))
-	if !strings.HasPrefix(block, "## 2026-12-01 08:00 · MEMORY.md · demotion · run run-z\n\n- F-1: a\n<!-- under Facts, MEMORY.md v1") {
+	if !strings.HasPrefix(block, "## 2026-12-01 08:00 +00:00 · MEMORY.md · demotion · run run-z\n\n- F-1: a\n<!-- under Facts, MEMORY.md v1") {
 		t.Errorf("archive block:\n%s", block)
 	}
 	// A correction within the budget: the replaced line is archived with its origin, nothing demoted.
 	reads = 0
-	f = Fit(file, strings.Replace(file, "- F-2: b", "- F-2: B", 1), func(string, float64) bool { return true }, history, day(4))
+	f = Fit(file, strings.Replace(file, "- F-2: b", "- F-2: B", 1), count, 0, history, day(4))
 	if len(f.Removed) != 1 || f.Removed[0].Text != "- F-2: b" || f.Removed[0].Origin.Version != 2 || len(f.Demoted) != 0 || reads != 1 {
 		t.Errorf("correction: %+v (history read %d times)", f, reads)
 	}
 	// An addition within the budget reads no history.
 	reads = 0
-	if f := Fit(file, after, func(string, float64) bool { return true }, history, day(4)); f.Content != after || reads != 0 || f.Archive("MEMORY.md", "edit", "", time.Now()) != "" {
+	if f := Fit(file, after, count, 0, history, day(4)); f.Content != after || reads != 0 || f.Archive("MEMORY.md", "edit", "", time.Now()) != "" {
 		t.Errorf("addition: %+v, history read %d times", f, reads)
 	}
 	if !Over(901, 1000) || Over(900, 1000) || Over(5000, 0) {

@@ -116,7 +116,7 @@ func TestEmergenceKeepsTheBudget(t *testing.T) {
 		if !strings.HasPrefix(note.Content, archive.Header("2026-04-03")) || note.Enabled {
 			t.Fatalf("archive note (enabled %v):\n%s", note.Enabled, note.Content)
 		}
-		heading := "## 2026-04-03 20:00 · MEMORY.md · demotion · run " + a.Data.RunID + "\n"
+		heading := "## 2026-04-03 20:00 +00:00 · MEMORY.md · demotion · run " + a.Data.RunID + "\n"
 		if strings.Count(note.Content, heading) != 1 {
 			t.Fatalf("archive note lacks one block %q:\n%s", heading, note.Content)
 		}
@@ -191,7 +191,7 @@ func TestEmergenceArchivesWhatLeaves(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				heading := "## 2026-04-03 20:00 · MEMORY.md · " + c.reason + " · run " + a.Data.RunID + "\n"
+				heading := "## 2026-04-03 20:00 +00:00 · MEMORY.md · " + c.reason + " · run " + a.Data.RunID + "\n"
 				if strings.Count(note.Content, heading) != 1 || strings.Count(note.Content, replaced+"\n") != 1 ||
 					strings.Count(note.Content, deleted+"\n") != 1 || strings.Contains(note.Content, "no Redis to run") {
 					t.Fatalf("archive note, want one %q block with the old text only:\n%s", heading, note.Content)

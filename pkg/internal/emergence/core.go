@@ -3,9 +3,11 @@ package emergence
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
-	"github.com/matememory/matememory/pkg/internal/archive"
 	"github.com/matememory/matememory/pkg/internal/blame"
+	"github.com/matememory/matememory/pkg/internal/config"
 	"github.com/matememory/matememory/pkg/internal/consolidate"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/workspace"
@@ -20,9 +22,12 @@ import (
 // fitted is MEMORY.md as an emergence commits it.
 type fitted struct {
 	content string
-	// block is the archive's block of what left the file ("" when nothing did), to append
-	// to file (memory/archive/YYYY-MM-DD.md) under header when the note is new.
-	block, file, header string
+	// blocks are the archive's blocks of what left the file (none when nothing did), to
+	// append to the archive notes of day (memory/archive/YYYY-MM-DD.md, …).
+	blocks []string
+	day    string
+	// removed is what left the file, as the archive keeps it (for the rewrite guard).
+	removed string
 	// demoted counts the entries demoted to keep the budget.
 	demoted int
 }
@@ -30,13 +35,21 @@ type fitted struct {
 // fit fits content, the model's MEMORY.md, to the agent's budget against before, the file as
 // read for the model call; form is archive.ReasonRewrite or archive.ReasonEdit.
 func (w *Worker) fit(ctx context.Context, p prepared, before workspace.File, content, form, runID string) fitted {
-	now := w.now().UTC()
+	loc, err := config.LoadLocation(p.agent.Timezone)
+	if err != nil {
+		loc = time.UTC
+	}
+	now := w.now().In(loc)
 	f := consolidate.FitWrite(ctx, w.ws, w.log, consolidate.Write{AgentID: p.agent.ID, File: MemoryFile, Before: before, After: content,
 		Budget: p.budgets.MemoryTokens, Count: w.ws.CountTokens,
 		Change: blame.Change{Version: before.Version + 1, Actor: store.ActorEmergence, Action: "write", Ref: runID, Time: now}})
-	day := p.win.to // the agent's today, as the daily notes are dated
-	return fitted{content: f.Content, block: f.Archive(MemoryFile, form, runID, now),
-		file: archive.Dir + day + ".md", header: archive.Header(day), demoted: len(f.Demoted)}
+	var removed []string
+	for _, e := range append(f.Removed[:len(f.Removed):len(f.Removed)], f.Demoted...) {
+		removed = append(removed, e.Text)
+	}
+	return fitted{content: f.Content, blocks: f.Parts(MemoryFile, form, runID, now, consolidate.PartBytes(w.ws.MaxBytes())),
+		day: p.win.to, // the agent's today, as the daily notes are dated
+		removed: strings.Join(removed, "\n"), demoted: len(f.Demoted)}
 }
 
 // demotedNote is what the run's reason says of a demotion.
@@ -47,25 +60,25 @@ func demotedNote(f fitted, budget int) string {
 	return fmt.Sprintf("; MEMORY.md over its budget of %d tokens: %d entries demoted to the archive", budget, f.demoted)
 }
 
-// archiveInTx appends f's block to the archive note in the unit of work tx (MEMORY.md's
-// write); it returns the note written, nil when there was nothing to archive.
-func (w *Worker) archiveInTx(tx *store.Tx, agentID int64, f fitted, runID string) (*workspace.File, error) {
-	if f.block == "" {
+// archiveInTx appends f's blocks to the archive notes in the unit of work tx (MEMORY.md's
+// write); it returns the notes written, none when there was nothing to archive.
+func (w *Worker) archiveInTx(tx *store.Tx, agentID int64, f fitted, runID string) ([]workspace.File, error) {
+	if len(f.blocks) == 0 {
 		return nil, nil
 	}
-	note, err := w.ws.AppendTx(tx, agentID, f.file, f.block, f.header, workspace.Change{Actor: store.ActorEmergence, Ref: runID})
+	notes, err := consolidate.ArchiveTx(tx, w.ws, agentID, f.day, f.blocks, workspace.Change{Actor: store.ActorEmergence, Ref: runID})
 	if err != nil {
-		return nil, &archiveError{file: f.file, err: err}
+		return nil, &archiveError{day: f.day, err: err}
 	}
-	return &note, nil
+	return notes, nil
 }
 
-// archiveError is a failed append to the archive note: the write of MEMORY.md rolls back with
-// it, and it is retried as a transient failure (never read as MEMORY.md having changed).
+// archiveError is a failed append to the archive notes: the write of MEMORY.md rolls back
+// with it, and it is retried as a transient failure (never read as MEMORY.md having changed).
 type archiveError struct {
-	file string
-	err  error
+	day string
+	err error
 }
 
-func (e *archiveError) Error() string { return fmt.Sprintf("append to %s: %v", e.file, e.err) }
+func (e *archiveError) Error() string { return fmt.Sprintf("archive of %s: %v", e.day, e.err) }
 func (e *archiveError) Unwrap() error { return e.err }

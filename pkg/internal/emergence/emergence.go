@@ -530,41 +530,49 @@ func (w *Worker) rewrite(ctx context.Context, req Request, p prepared, run *ledg
 		// The seeded template holds no user information: replacing it loses nothing.
 		base = ""
 	}
-	if err := guard.CheckRewrite(base, content, truncated); err != nil {
-		return store.RunRefused, err.Error() + "; MEMORY.md left unchanged", nil
-	}
 	if strings.TrimSpace(content) == strings.TrimSpace(cur) {
 		return store.RunSkipped, "the consolidation equals the current MEMORY.md: " + oneLine(reply.Reason), nil
 	}
 	// The budget holds whatever the model answered; what leaves the file is archived.
 	fit := w.fit(ctx, p, read, content, form, run.RunID)
-	note, err := w.write(ctx, req.AgentID, fit, read.Version, p.held, run)
+	// The rewrite guard: a file over its budget, which the prompt asks to shrink, is judged
+	// by what the change keeps in the core file and the archive together (an answer that fits
+	// it by leaving entries to the archive loses nothing); a file within it, by the core file
+	// alone. An empty or cut-off answer is refused either way.
+	kept := content
+	if b := p.budgets.MemoryTokens; b > 0 && w.ws.CountTokens(base) > b && strings.TrimSpace(content) != "" {
+		kept = content + "\n" + fit.removed
+	}
+	if err := guard.CheckRewrite(base, kept, truncated); err != nil {
+		return store.RunRefused, err.Error() + "; MEMORY.md left unchanged", nil
+	}
+	notes, err := w.write(ctx, req.AgentID, fit, read.Version, p.held, run)
 	if err != nil {
 		return "", "", err
 	}
 	run.FilesChanged = []string{MemoryFile}
-	if note != nil {
-		run.FilesChanged = append(run.FilesChanged, note.Filename)
+	for _, n := range notes {
+		run.FilesChanged = append(run.FilesChanged, n.Filename)
 	}
 	return store.RunCompleted, fmt.Sprintf("MEMORY.md consolidated from %d daily notes (%s to %s): %s%s%s",
 		p.n, p.win.from, p.win.to, oneLine(reply.Reason), p.suffix, demotedNote(fit, p.budgets.MemoryTokens)), nil
 }
 
-// write stores f's MEMORY.md against version expect, fenced by held, and appends f's block
-// to the archive note in the same transaction; it returns the archive note written (nil when
-// nothing was archived), or errChanged when MEMORY.md changed meanwhile.
-func (w *Worker) write(ctx context.Context, agentID int64, f fitted, expect int64, held *lease.Lease, run *ledger.Run) (*workspace.File, error) {
+// write stores f's MEMORY.md against version expect, fenced by held, and appends f's blocks
+// to the archive notes in the same transaction; it returns the archive notes written (none
+// when nothing was archived), or errChanged when MEMORY.md changed meanwhile.
+func (w *Worker) write(ctx context.Context, agentID int64, f fitted, expect int64, held *lease.Lease, run *ledger.Run) ([]workspace.File, error) {
 	// Fencing: a worker that lost its lease writes nothing.
 	if err := held.Err(); err != nil {
 		return nil, err
 	}
-	var note *workspace.File
+	var notes []workspace.File
 	inTx := func(tx *store.Tx) error {
 		if err := fence.InTx(held, agentID)(tx); err != nil {
 			return err
 		}
 		var err error
-		note, err = w.archiveInTx(tx, agentID, f, run.RunID)
+		notes, err = w.archiveInTx(tx, agentID, f, run.RunID)
 		return err
 	}
 	mem, created, err := w.ws.Write(ctx, agentID, MemoryFile, f.content, expect,
@@ -579,9 +587,9 @@ func (w *Worker) write(ctx context.Context, agentID int64, f fitted, expect int6
 	if err != nil {
 		return nil, err
 	}
-	if note != nil {
-		// The archive note was written in MEMORY.md's unit: its hooks (the recall index) run now.
-		w.ws.Committed(ctx, note, store.ActorEmergence)
+	for i := range notes {
+		// The archive notes were written in MEMORY.md's unit: their hooks (the recall index) run now.
+		w.ws.Committed(ctx, &notes[i], store.ActorEmergence)
 	}
 	if created {
 		// MEMORY.md had been deleted: the re-created file is a core file again.
@@ -591,7 +599,7 @@ func (w *Worker) write(ctx context.Context, agentID int64, f fitted, expect int6
 			w.log.Warn("emergence: enable re-created MEMORY.md", "agent", agentID, "err", err)
 		}
 	}
-	return note, nil
+	return notes, nil
 }
 
 // readMemory returns MEMORY.md as read, whose version is the one to write against: a file of

@@ -75,7 +75,7 @@ func TestConsolidationKeepsTheBudget(t *testing.T) {
 				if !refuse && (!sawConsolidated.Load() || !strings.Contains(run.Reason, "consolidated MEMORY.md from")) {
 					t.Errorf("the extraction did not see the consolidated file (run %q)", run.Reason)
 				}
-				if refuse && (!strings.Contains(run.Reason, "consolidation not applied") || !strings.Contains(run.Reason, "entries demoted to the archive")) {
+				if refuse && (!strings.Contains(run.Reason, "consolidation not applied") || !strings.Contains(run.Reason, "entries to the archive")) {
 					t.Errorf("run reason %q", run.Reason)
 				}
 				// Every old fact is in MEMORY.md or, verbatim and once, in the archive.

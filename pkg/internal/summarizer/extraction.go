@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/matememory/matememory/pkg/internal/archive"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/cenkalti/backoff/v5"
 	"github.com/google/uuid"
 
+	"github.com/matememory/matememory/pkg/internal/consolidate"
 	"github.com/matememory/matememory/pkg/internal/conversation"
 	"github.com/matememory/matememory/pkg/internal/fence"
 	"github.com/matememory/matememory/pkg/internal/guard"
@@ -299,11 +299,16 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, a *attem
 		if err != nil {
 			return s.workErr(ctx, l, job, "read memory files", err)
 		}
-		seen, c, err := s.consolidateFirst(ctx, job, a, agent.Language, date, files)
+		seen, c, err := s.consolidateFirst(ctx, job, a, agent, date, files)
 		if err != nil {
 			return s.workErr(ctx, l, job, "consolidate the core files", err)
 		}
 		out, res, ok := s.ask(ctx, l, job, a, agent, date, b, seen)
+		if !ok && res.contextLength && s.fitToContext(ctx, job, a, &c, seen) {
+			// The prompt exceeded the model's context: the core files were fitted to their
+			// budgets by demotion, and the model is asked again with them.
+			out, res, ok = s.ask(ctx, l, job, a, agent, date, b, seen)
+		}
 		if !ok {
 			return res
 		}
@@ -383,6 +388,13 @@ func (s *Service) ask(ctx context.Context, l *lease.Lease, job Job, a *attempt, 
 		return out, Result{}, true
 	}
 	var se *stepError
+	if llm.ContextLengthExceeded(err) && !l.Lost() && ctx.Err() == nil {
+		// Not a dead letter: the caller fits the core files and asks again; a prompt still
+		// too long (the transcript) is retried later.
+		res := transient(err.Error(), job.Attempt, s)
+		res.contextLength = true
+		return out, res, false
+	}
 	if errors.As(err, &se) && !se.transient && !l.Lost() && ctx.Err() == nil {
 		return out, permanent(err.Error()), false
 	}
@@ -407,9 +419,10 @@ type plan struct {
 	refusals []refusal
 	// next is when the agent's next LLM extraction may start (zero: no cooldown).
 	next time.Time
-	// archive is what left the core files (archive.Render's blocks), appended to
-	// archiveFile, memory/archive/YYYY-MM-DD.md, in the same unit.
-	archive, archiveFile string
+	// archive is what left the core files (consolidate.Fitted.Parts' blocks), appended to
+	// the archive notes of the day, memory/archive/YYYY-MM-DD.md (…-2.md, … when full), in
+	// the same unit.
+	archive []string
 }
 
 // write turns the model's answer into a plan: the core files' new contents (planCoreWrites),
@@ -587,13 +600,15 @@ func (s *Service) commitOnce(ctx context.Context, l *lease.Lease, job Job, a *at
 			}
 			written = append(written, f)
 		}
-		if p.archive != "" {
-			f, err := s.d.Workspace.AppendTx(tx, job.AgentID, p.archiveFile, p.archive, archive.Header(p.date), ch)
+		if len(p.archive) > 0 {
+			notes, err := consolidate.ArchiveTx(tx, s.d.Workspace, job.AgentID, p.date, p.archive, ch)
 			if err != nil {
-				return fmt.Errorf("append to %s: %w", p.archiveFile, err)
+				return err
 			}
-			written = append(written, f)
-			res.FilesChanged = append(res.FilesChanged, p.archiveFile)
+			for _, f := range notes {
+				written = append(written, f)
+				res.FilesChanged = append(res.FilesChanged, f.Filename)
+			}
 		}
 		if sweep {
 			if err := s.recordCoalesced(tx, job.AgentID, a); err != nil {

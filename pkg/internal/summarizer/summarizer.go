@@ -145,6 +145,8 @@ type Service struct {
 	d   Deps
 	// warn logs failed runs (the LLM or the database failing), at a bounded rate.
 	warn *ratelog.Logger
+	// consBackoff says which core files the model is not asked to consolidate for now.
+	consBackoff consolidationBackoff
 
 	// hookBeforeCommit, set by tests, runs just before the commit's unit of work (the daily
 	// entry, the core files, the watermarks); an error simulates a crash there.
@@ -205,6 +207,9 @@ type Result struct {
 	// conflict: PROFILE.md or MEMORY.md changed during the extraction and nothing was
 	// committed; the extraction asks the model again.
 	conflict bool
+	// contextLength: the model answered that the prompt exceeds its context (the core
+	// files are fitted and the model asked again).
+	contextLength bool
 }
 
 // erasedResult is the outcome of an event of an agent erased after it happened.

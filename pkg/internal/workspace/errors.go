@@ -1,6 +1,7 @@
 package workspace
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/matememory/matememory/pkg/internal/fault"
@@ -19,6 +20,20 @@ var (
 
 // InvalidError is bad input, with a message for the caller: fault's one invalid-input error.
 type InvalidError = fault.Invalid
+
+// ErrTooLarge is matched by a change refused because the content would pass the size cap
+// (it matches ErrInvalid too): an append that may go to another file (the archive's next
+// note of the day) tells it from other bad input.
+var ErrTooLarge = errors.New("content over the size cap")
+
+// TooLargeError is a change whose content would pass the size cap.
+type TooLargeError struct{ InvalidError }
+
+// Is makes errors.Is(err, ErrTooLarge) and errors.Is(err, ErrInvalid) true.
+func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge || target == ErrInvalid }
+
+// Unwrap is the invalid-input error (errors.As finds a *InvalidError).
+func (e *TooLargeError) Unwrap() error { return &e.InvalidError }
 
 // ConflictError carries the version the caller expected and the one stored.
 type ConflictError struct {

@@ -181,7 +181,7 @@ func (s *Service) mutateIn(tx *gorm.DB, agentID int64, name string, expect int64
 			return err
 		}
 		if !next.deleted && len(next.content) > s.maxBytes {
-			return invalidf("content of %s is %d bytes; at most %d allowed", name, len(next.content), s.maxBytes)
+			return &TooLargeError{InvalidError{Msg: fmt.Sprintf("content of %s is %d bytes; at most %d allowed", name, len(next.content), s.maxBytes)}}
 		}
 		if !next.deleted && !utf8.ValidString(next.content) {
 			// MySQL would refuse it and SQLite store it: refuse it on both.
