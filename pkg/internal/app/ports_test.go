@@ -86,3 +86,31 @@ func TestWorkerProcessesServeOnlyProbes(t *testing.T) {
 		})
 	}
 }
+
+// TestMetricsShowThePool: /metrics carries the database pool's figures (database/sql's
+// DBStats), labelled with the driver.
+func TestMetricsShowThePool(t *testing.T) {
+	cfg := config.Default()
+	cfg.Mate.DataDir = t.TempDir()
+	cfg.Mate.HTTP.Addr = "127.0.0.1:0"
+	a, err := app.New(context.Background(), app.Options{Config: cfg, Log: slog.New(slog.DiscardHandler), Targets: []string{app.TargetScheduler}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	body := get(t, "http://"+a.Addr+"/metrics")
+	for _, want := range []string{
+		`go_sql_max_open_connections{db_name="sqlite"} 8`,
+		`go_sql_open_connections{db_name="sqlite"}`,
+		`go_sql_max_idle_closed_total{db_name="sqlite"}`,
+		`go_sql_max_lifetime_closed_total{db_name="sqlite"}`,
+		`go_sql_wait_count_total{db_name="sqlite"}`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}

@@ -18,6 +18,9 @@ type Hub struct {
 	mu      sync.Mutex
 	servers map[int64]map[*Server]struct{}
 	told    map[change]time.Time
+	// sweepAt is the size of told past which the changes older than dedupWindow are
+	// dropped from it.
+	sweepAt int
 }
 
 type change struct {
@@ -26,8 +29,12 @@ type change struct {
 	version  int64
 }
 
-// dedupWindow is how long a change is remembered to drop its second report.
-const dedupWindow = time.Minute
+// dedupWindow is how long a change is remembered to drop its second report; minSweep the
+// least size of the memory that is swept.
+const (
+	dedupWindow = time.Minute
+	minSweep    = 1024
+)
 
 // HubOption configures a Hub.
 type HubOption func(*Hub)
@@ -39,7 +46,7 @@ func HubGuard(g *panics.Guard) HubOption { return func(h *Hub) { h.guard = g } }
 
 // NewHub returns an empty hub.
 func NewHub(opts ...HubOption) *Hub {
-	h := &Hub{servers: map[int64]map[*Server]struct{}{}, told: map[change]time.Time{}}
+	h := &Hub{servers: map[int64]map[*Server]struct{}{}, told: map[change]time.Time{}, sweepAt: minSweep}
 	for _, o := range opts {
 		o(h)
 	}
@@ -81,12 +88,27 @@ func (h *Hub) Remove(s *Server) {
 const notifyTimeout = 10 * time.Second
 
 // Changed tells the agent's servers that filename changed. It does not block: the servers
-// are told on their own goroutines, after the change committed.
+// are told on their own goroutines, after the change committed. It costs a map lookup
+// under the lock when no session of the agent listens (every change of every agent comes
+// here: issue 32 measured 3.7 % of an extraction's CPU in it when it always remembered the
+// change and swept what it remembered).
 func (h *Hub) Changed(_ context.Context, agentID int64, filename string, version int64) {
 	if h == nil {
 		return
 	}
 	h.mu.Lock()
+	var targets []*Server
+	for s := range h.servers[agentID] {
+		// A server without a session has nobody to tell (a session that opens later
+		// lists the resources afresh).
+		if s.hasSessions() {
+			targets = append(targets, s)
+		}
+	}
+	if len(targets) == 0 {
+		h.mu.Unlock()
+		return
+	}
 	now := time.Now()
 	c := change{agentID, filename, version}
 	if t, ok := h.told[c]; ok && now.Sub(t) < dedupWindow {
@@ -94,19 +116,19 @@ func (h *Hub) Changed(_ context.Context, agentID int64, filename string, version
 		return
 	}
 	h.told[c] = now
-	if len(h.told) > 1024 {
+	if len(h.told) > h.sweepAt {
+		// Amortized: the next sweep waits until the map has doubled.
 		for k, t := range h.told {
 			if now.Sub(t) >= dedupWindow {
 				delete(h.told, k)
 			}
 		}
+		h.sweepAt = max(minSweep, 2*len(h.told))
 	}
-	var targets []*Server
-	for s := range h.servers[agentID] {
+	for _, s := range targets {
 		// Counted under the lock: once Remove(s) returns, no notification to s starts that
 		// s.notifying does not count.
 		s.notifying.Add(1)
-		targets = append(targets, s)
 	}
 	h.mu.Unlock()
 	for _, s := range targets {

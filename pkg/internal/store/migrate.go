@@ -70,6 +70,18 @@ func Migrations() []Migration {
 			}
 			return nil
 		}},
+		{Version: 7, Name: "workspace file token counts", Up: func(tx *gorm.DB) error {
+			// Migration 1 creates the table from today's struct, which already has them.
+			m := tx.Migrator()
+			for _, field := range []string{"TokenCount", "TokenEncoding", "TokenVersion"} {
+				if !m.HasColumn(&WorkspaceFile{}, field) {
+					if err := m.AddColumn(&WorkspaceFile{}, field); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}},
 	}
 }
 

@@ -100,3 +100,40 @@ func TestRecallFormatMigrationUpgrades(t *testing.T) {
 		}
 	})
 }
+
+// Migration 7 adds the token count columns to a database of migration 6: its files read
+// as not counted (token version 0), to be counted when first read.
+func TestTokenCountMigrationUpgrades(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		ctx := context.Background()
+		m := db.DB.Migrator()
+		for _, field := range []string{"TokenCount", "TokenEncoding", "TokenVersion"} {
+			if err := m.DropColumn(&store.WorkspaceFile{}, field); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.DB.Exec("DELETE FROM mate_schema_migration WHERE version = 7").Error; err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now().UTC()
+		if err := db.DB.Exec("INSERT INTO mate_workspace_file (agent_id, filename, content, file_size, enabled, sort_order, version, create_time, update_time, deleted) "+
+			"VALUES (1, 'MEMORY.md', 'x', 1, true, 0, 3, ?, ?, 0)", now, now).Error; err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Migrate(ctx, db.DB); err != nil {
+			t.Fatal(err)
+		}
+		var f store.WorkspaceFile
+		if err := db.DB.Where("agent_id = 1").Take(&f).Error; err != nil {
+			t.Fatal(err)
+		}
+		if f.TokenVersion != 0 || f.TokenCount != 0 || f.TokenEncoding != "" {
+			t.Fatalf("a file of migration 6 reads count %d, encoding %q, version %d; want none", f.TokenCount, f.TokenEncoding, f.TokenVersion)
+		}
+		// A row written as a process without the columns writes it still gets their defaults.
+		if err := db.DB.Exec("INSERT INTO mate_workspace_file (agent_id, filename, content, file_size, enabled, sort_order, version, create_time, update_time, deleted) "+
+			"VALUES (1, 'PROFILE.md', 'y', 1, true, 1, 1, ?, ?, 0)", now, now).Error; err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -20,6 +20,14 @@ type WorkspaceFile struct {
 	CreateTime time.Time `gorm:"not null"`
 	UpdateTime time.Time `gorm:"not null"`
 	Deleted    int64     `gorm:"not null;uniqueIndex:uk_ws_agent_file,priority:3"`
+	// TokenCount is the content's tokens as TokenEncoding counts them, stored with the
+	// version it counts (TokenVersion) in the write of that version, for the budgeted core
+	// files (issue 32): every extraction reads it instead of tokenizing the file. A count
+	// whose TokenVersion is not Version is not the content's (a process that does not count
+	// wrote the file since) and is counted again.
+	TokenCount    int    `gorm:"not null;default:0"`
+	TokenEncoding string `gorm:"size:32;not null;default:''"`
+	TokenVersion  int64  `gorm:"not null;default:0"`
 }
 
 // TableName implements gorm's Tabler.

@@ -68,7 +68,7 @@ func (s *Service) consolidateFirst(ctx context.Context, job Job, a *attempt, age
 		if !ok || budget <= 0 {
 			continue
 		}
-		n := s.d.Workspace.CountTokens(f.Content)
+		n := s.d.Workspace.FileTokens(ctx, &f) // stored with the version: not tokenized per extraction
 		if !consolidate.Over(n, budget) {
 			continue
 		}

@@ -179,12 +179,61 @@ func ValidateBudgets(memory, profile *int) error {
 	return nil
 }
 
+// tokenCount is a file's token count as its row stores it: n tokens of the content of
+// version, counted with encoding.
+type tokenCount struct {
+	n        int
+	encoding string
+	version  int64
+}
+
+// countInto sets a budgeted core file's token count for the version it is about to be
+// written as: was's count when the content is was's (flags changed, say) and was counted,
+// else counted now. Other files are not counted (their count reads as none).
+func (s *Service) countInto(row *store.WorkspaceFile, was *store.WorkspaceFile) {
+	if !IsBudgeted(row.Filename) {
+		row.TokenCount, row.TokenEncoding, row.TokenVersion = 0, "", 0
+		return
+	}
+	enc := s.tokenizer().Name()
+	if was != nil && was.Content == row.Content && was.TokenVersion == was.Version && was.TokenEncoding == enc {
+		row.TokenCount, row.TokenEncoding, row.TokenVersion = was.TokenCount, enc, row.Version
+		return
+	}
+	row.TokenCount, row.TokenEncoding, row.TokenVersion = s.CountTokens(row.Content), enc, row.Version
+}
+
+// FileTokens is the token count of f's content with the tokenizer of the budgets: the one
+// stored with f's version (counted in the write that made it), else counted now. A file
+// whose version has no count of this tokenizer yet (written before counts were stored, or
+// by a process that does not store them) is counted once: the count is stored with the
+// version, unless the file has changed since it was read.
+func (s *Service) FileTokens(ctx context.Context, f *File) int {
+	enc := s.tokenizer().Name()
+	if f.Version > 0 && f.count.version == f.Version && f.count.encoding == enc {
+		return f.count.n
+	}
+	n := s.CountTokens(f.Content)
+	f.count = tokenCount{n: n, encoding: enc, version: f.Version}
+	if f.id > 0 && f.Version > 0 && IsBudgeted(f.Filename) {
+		// Only the count columns, and only for the version counted: a later version keeps
+		// its own (the compare on version), and update_time is left alone (nothing that
+		// watches the file changed).
+		if err := s.db.WithContext(ctx).Exec("UPDATE mate_workspace_file SET token_count = ?, token_encoding = ?, token_version = ? "+
+			"WHERE id = ? AND version = ?", n, enc, f.Version, f.id, f.Version).Error; err != nil {
+			s.log.Warn("token count of a core file not stored (it is counted again at its next read)",
+				"agentId", f.AgentID, "file", f.Filename, "version", f.Version, "err", err)
+		}
+	}
+	return n
+}
+
 // annotate sets a budgeted file's tokens and budget.
-func (s *Service) annotate(f *File, b AgentBudgets) {
+func (s *Service) annotate(ctx context.Context, f *File, b AgentBudgets) {
 	if !IsBudgeted(f.Filename) {
 		return
 	}
-	n, budget := s.CountTokens(f.Content), b.For(f.Filename)
+	n, budget := s.FileTokens(ctx, f), b.For(f.Filename)
 	f.Tokens, f.BudgetTokens = &n, &budget
 }
 
@@ -200,7 +249,7 @@ func (s *Service) afterWrite(ctx context.Context, agentID int64, f *File, actor 
 		s.log.Warn("budget of a core file not checked", "agentId", agentID, "file", f.Filename, "err", err)
 		return
 	}
-	s.annotate(f, b)
+	s.annotate(ctx, f, b)
 	n, budget := *f.Tokens, *f.BudgetTokens
 	s.budgetMetrics.ratio.WithLabelValues(f.Filename).Observe(float64(n) / float64(budget))
 	if n > budget {
@@ -217,8 +266,9 @@ type OverBudget = api.OverBudget
 const overBudgetScan = 500
 
 // ListOverBudget lists the budgeted files over their budgets, by agent id then file name, at
-// most limit. Files are counted as they are now; it reads every agent's MEMORY.md and
-// PROFILE.md a page at a time (an operator's question, not a hot path).
+// most limit, by the counts stored with the files' versions (a file without one is counted
+// now); it reads every agent's MEMORY.md and PROFILE.md a page at a time (an operator's
+// question, not a hot path).
 func (s *Service) ListOverBudget(ctx context.Context, limit int) ([]OverBudget, error) {
 	if limit <= 0 || limit > MaxAgentPage {
 		return nil, invalidf("limit must be 1 to %d, got %d", MaxAgentPage, limit)
@@ -236,7 +286,7 @@ func (s *Service) ListOverBudget(ctx context.Context, limit int) ([]OverBudget, 
 	var lastID int64
 	for {
 		var rows []store.WorkspaceFile
-		if err := db.Select("id", "agent_id", "filename", "content", "version", "update_time").
+		if err := db.Select("id", "agent_id", "filename", "content", "version", "update_time", "token_count", "token_encoding", "token_version").
 			Where("deleted = 0 AND filename IN ? AND id > ?", []string{MemoryFile, ProfileFile}, lastID).
 			Order("id").Limit(overBudgetScan).Find(&rows).Error; err != nil {
 			return nil, fmt.Errorf("read core files: %w", err)
@@ -255,7 +305,8 @@ func (s *Service) ListOverBudget(ctx context.Context, limit int) ([]OverBudget, 
 					b.ProfileTokens = o.ProfileTokens
 				}
 			}
-			if n := s.CountTokens(r.Content); n > b.For(r.Filename) {
+			f := toFile(r)
+			if n := s.FileTokens(ctx, &f); n > b.For(r.Filename) {
 				out = append(out, OverBudget{AgentID: r.AgentID, Filename: r.Filename, Tokens: n,
 					BudgetTokens: b.For(r.Filename), Version: r.Version, UpdateTime: r.UpdateTime})
 			}

@@ -90,7 +90,8 @@ func (s *Service) current(tx *gorm.DB, agentID int64, name string, base *File) (
 	if base != nil && base.id > 0 && base.AgentID == agentID && base.Filename == name {
 		return store.WorkspaceFile{ID: base.id, AgentID: agentID, Filename: name, Content: base.Content,
 			FileSize: base.FileSize, Enabled: base.Enabled, SortOrder: base.SortOrder, Version: base.Version,
-			CreateTime: base.CreateTime, UpdateTime: base.UpdateTime}, true, nil
+			CreateTime: base.CreateTime, UpdateTime: base.UpdateTime,
+			TokenCount: base.count.n, TokenEncoding: base.count.encoding, TokenVersion: base.count.version}, true, nil
 	}
 	cur, err := s.load(tx, agentID, name)
 	if errors.Is(err, ErrNotFound) {
@@ -203,9 +204,11 @@ func (s *Service) mutateIn(tx *gorm.DB, agentID int64, name string, expect int64
 			row := store.WorkspaceFile{AgentID: agentID, Filename: name, Content: next.content,
 				FileSize: int64(len(next.content)), Enabled: next.enabled, SortOrder: next.sortOrder,
 				Version: 1, CreateTime: now, UpdateTime: now}
+			s.countInto(&row, nil)
 			if err := tx.Exec("INSERT INTO mate_workspace_file (agent_id, filename, content, file_size, enabled, sort_order, version, "+
-				"create_time, update_time, deleted) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, 0)",
-				agentID, name, row.Content, row.FileSize, row.Enabled, row.SortOrder, now, now).Error; err != nil {
+				"create_time, update_time, deleted, token_count, token_encoding, token_version) VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, 0, ?, ?, ?)",
+				agentID, name, row.Content, row.FileSize, row.Enabled, row.SortOrder, now, now,
+				row.TokenCount, row.TokenEncoding, row.TokenVersion).Error; err != nil {
 				if store.IsDuplicate(err) {
 					return errRetry
 				}
@@ -225,17 +228,21 @@ func (s *Service) mutateIn(tx *gorm.DB, agentID int64, name string, expect int64
 		if next.deleted {
 			deleted = cur.ID
 		}
+		was := cur
+		cur.Content, cur.FileSize, cur.Enabled, cur.SortOrder = next.content, int64(len(next.content)), next.enabled, next.sortOrder
+		cur.Version, cur.UpdateTime = cur.Version+1, now
+		// The new version's token count goes in the same write (a budgeted file only).
+		s.countInto(&cur, &was)
 		res := tx.Exec("UPDATE mate_workspace_file SET content = ?, file_size = ?, enabled = ?, sort_order = ?, version = ?, "+
-			"update_time = ?, deleted = ? WHERE id = ? AND version = ? AND deleted = 0",
-			next.content, int64(len(next.content)), next.enabled, next.sortOrder, cur.Version+1, now, deleted, cur.ID, cur.Version)
+			"update_time = ?, deleted = ?, token_count = ?, token_encoding = ?, token_version = ? WHERE id = ? AND version = ? AND deleted = 0",
+			cur.Content, cur.FileSize, cur.Enabled, cur.SortOrder, cur.Version, now, deleted,
+			cur.TokenCount, cur.TokenEncoding, cur.TokenVersion, was.ID, was.Version)
 		if res.Error != nil {
 			return fmt.Errorf("update %s of agent %d: %w", name, agentID, res.Error)
 		}
 		if res.RowsAffected != 1 {
 			return errRetry
 		}
-		cur.Content, cur.FileSize, cur.Enabled, cur.SortOrder = next.content, int64(len(next.content)), next.enabled, next.sortOrder
-		cur.Version, cur.UpdateTime = cur.Version+1, now
 		out = toFile(cur)
 		return nil
 	}()

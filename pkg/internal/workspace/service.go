@@ -60,6 +60,8 @@ type File struct {
 
 	// id is the row's id (0 when not read from the database).
 	id int64
+	// count is the content's token count as the row stores it (see FileTokens).
+	count tokenCount
 }
 
 // Info is a file without its content (for listings).
@@ -206,6 +208,7 @@ func (s *Service) seedAgent(ctx context.Context, agentID int64) (store.Agent, er
 				AgentID: agentID, Filename: name, Content: content, FileSize: int64(len(content)),
 				Enabled: true, SortOrder: i, Version: 1, CreateTime: now, UpdateTime: now,
 			}
+			s.countInto(&files[i], nil)
 		}
 		// One INSERT for the core files.
 		if err := tx.Create(&files).Error; err != nil {
@@ -331,7 +334,7 @@ func (s *Service) annotateList(ctx context.Context, agentID int64, out []Info) e
 	}
 	for i := range out {
 		if f, ok := files[out[i].Filename]; ok {
-			s.annotate(&f, b)
+			s.annotate(ctx, &f, b)
 			out[i].Tokens, out[i].BudgetTokens = f.Tokens, f.BudgetTokens
 		}
 	}
@@ -360,7 +363,7 @@ func (s *Service) Get(ctx context.Context, agentID int64, name string) (File, er
 		if err != nil {
 			return File{}, err
 		}
-		s.annotate(&f, b)
+		s.annotate(ctx, &f, b)
 	}
 	return f, nil
 }
@@ -428,7 +431,8 @@ func (s *Service) load(db *gorm.DB, agentID int64, name string) (store.Workspace
 func toFile(r store.WorkspaceFile) File {
 	return File{File: api.File{AgentID: r.AgentID, Filename: r.Filename, Content: r.Content, FileSize: r.FileSize,
 		Enabled: r.Enabled, SortOrder: r.SortOrder, Version: r.Version,
-		CreateTime: r.CreateTime, UpdateTime: r.UpdateTime}, id: r.ID}
+		CreateTime: r.CreateTime, UpdateTime: r.UpdateTime}, id: r.ID,
+		count: tokenCount{n: r.TokenCount, encoding: r.TokenEncoding, version: r.TokenVersion}}
 }
 
 // SystemPrompt builds the workspace injection exactly as the spec formats it: enabled files
