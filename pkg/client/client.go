@@ -11,9 +11,13 @@
 // Every method takes ctx first and returns an *APIError when the API answers with an error
 // envelope; errors.Is matches it against ErrNotFound, ErrConflict, ErrForbidden, ... (and
 // IsNotFound, IsConflict, IsForbidden, IsRetryable classify it too). Safe requests are
-// retried with backoff (WithRetry). WaitRun waits for an event's outcome. The package
-// depends on the standard library, pkg/event and pkg/api (the wire types the server answers
-// with, which this package's types are aliases of), both standard library only.
+// retried with backoff (WithRetry). WaitRun waits for an event's outcome. ExportAgent and
+// ImportAgent move an agent's memory as a bundle (docs/bundle.md), streamed both ways;
+// EraseAgent and EraseConversation erase and return the receipt. The package depends on the
+// standard library, pkg/event and pkg/api (the wire types the server answers with, which
+// this package's types are aliases of), both standard library only; the import report and
+// the erasure receipts are declared here, held to the server's own types by a test
+// (pkg/internal/test/goclient TestWireTypesMatchTheServers).
 package client
 
 import (
@@ -32,9 +36,13 @@ import (
 
 // Client calls one MateMemory API. It is safe for concurrent use.
 type Client struct {
-	base      *url.URL
-	apiKey    string
-	hc        *http.Client
+	base   *url.URL
+	apiKey string
+	hc     *http.Client
+	// transfer sends exports and imports: hc without WithTimeout's bound on the whole
+	// request, which a large bundle outlasts; timeout bounds each stall of theirs instead.
+	transfer  *http.Client
+	timeout   time.Duration
 	retry     Retry
 	userAgent string
 }
@@ -53,7 +61,9 @@ type options struct {
 func WithHTTPClient(hc *http.Client) Option { return func(o *options) { o.hc = hc } }
 
 // WithTimeout bounds every request, on top of any deadline of its ctx. Without it a request
-// lasts as long as its ctx allows (a manual summarize waits for the LLM).
+// lasts as long as its ctx allows (a manual summarize waits for the LLM). An export or an
+// import is bounded differently, as a transfer that may take long: it fails when no byte
+// moves for d (an http.Client of WithHTTPClient keeps its own Timeout, which bounds them too).
 func WithTimeout(d time.Duration) Option { return func(o *options) { o.timeout = d } }
 
 // New builds a client of the API at baseURL (e.g. "http://127.0.0.1:8080"). apiKey is sent
@@ -74,12 +84,13 @@ func New(baseURL, apiKey string, opts ...Option) (*Client, error) {
 	if hc == nil {
 		hc = &http.Client{}
 	}
+	transfer := hc
 	if o.timeout > 0 {
 		cp := *hc // never change the caller's client
 		cp.Timeout = o.timeout
 		hc = &cp
 	}
-	c := &Client{base: u, apiKey: apiKey, hc: hc, retry: DefaultRetry, userAgent: o.userAgent}
+	c := &Client{base: u, apiKey: apiKey, hc: hc, transfer: transfer, timeout: o.timeout, retry: DefaultRetry, userAgent: o.userAgent}
 	if o.retry != nil {
 		c.retry = *o.retry
 		c.retry.Attempts = max(c.retry.Attempts, 1)
@@ -190,10 +201,6 @@ func (c *Client) do(ctx context.Context, r request, out any) (http.Header, error
 }
 
 func (c *Client) doOnce(ctx context.Context, r request, out any) (http.Header, error) {
-	target := c.base.String() + r.path
-	if len(r.query) > 0 {
-		target += "?" + r.query.Encode()
-	}
 	var body io.Reader
 	if r.body != nil {
 		var b []byte
@@ -210,6 +217,21 @@ func (c *Client) doOnce(ctx context.Context, r request, out any) (http.Header, e
 		}
 		body = bytes.NewReader(b)
 	}
+	resp, err := c.open(ctx, c.hc, r, body, "application/json")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	return resp.Header, decode(r, resp, out)
+}
+
+// open sends r with body (nil for none, of contentType) through hc and returns the response,
+// whatever its status.
+func (c *Client) open(ctx context.Context, hc *http.Client, r request, body io.Reader, contentType string) (*http.Response, error) {
+	target := c.base.String() + r.path
+	if len(r.query) > 0 {
+		target += "?" + r.query.Encode()
+	}
 	req, err := http.NewRequestWithContext(ctx, r.method, target, body)
 	if err != nil {
 		return nil, fmt.Errorf("matememory: %s %s: %w", r.method, r.path, err)
@@ -220,19 +242,24 @@ func (c *Client) doOnce(ctx context.Context, r request, out any) (http.Header, e
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.userAgent)
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	if c.apiKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.apiKey)
 	}
-	resp, err := c.hc.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("matememory: %s %s: %w", r.method, r.path, err)
 	}
-	defer resp.Body.Close()
+	return resp, nil
+}
+
+// decode reads resp, the answer to r, and decodes the envelope's data into out (when out is
+// not nil), or returns the *APIError of an error answer.
+func decode(r request, resp *http.Response, out any) error {
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 	if err != nil {
-		return resp.Header, fmt.Errorf("matememory: %s %s: read response: %w", r.method, r.path, err)
+		return fmt.Errorf("matememory: %s %s: read response: %w", r.method, r.path, err)
 	}
 	var env envelope
 	jsonErr := json.Unmarshal(raw, &env)
@@ -255,17 +282,17 @@ func (c *Client) doOnce(ctx context.Context, r request, out any) (http.Header, e
 		if status < 300 { // an error envelope behind a 200
 			status = code
 		}
-		return resp.Header, &APIError{Status: status, Code: code, Msg: msg, Method: r.method, Path: r.path}
+		return &APIError{Status: status, Code: code, Msg: msg, Method: r.method, Path: r.path}
 	}
 	if jsonErr != nil {
-		return resp.Header, fmt.Errorf("matememory: %s %s: response is not the API's JSON envelope: %w", r.method, r.path, jsonErr)
+		return fmt.Errorf("matememory: %s %s: response is not the API's JSON envelope: %w", r.method, r.path, jsonErr)
 	}
 	if out != nil {
 		if err := json.Unmarshal(env.Data, out); err != nil {
-			return resp.Header, fmt.Errorf("matememory: %s %s: decode data: %w", r.method, r.path, err)
+			return fmt.Errorf("matememory: %s %s: decode data: %w", r.method, r.path, err)
 		}
 	}
-	return resp.Header, nil
+	return nil
 }
 
 // seg escapes one path segment.

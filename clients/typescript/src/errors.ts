@@ -91,3 +91,44 @@ export function retryAfterMs(headers: Headers): number | undefined {
   const t = Date.parse(v);
   return Number.isNaN(t) ? undefined : Math.max(t - Date.now(), 0);
 }
+
+/**
+ * The API could not be reached: connection refused or reset, DNS, TLS, the network gone (what
+ * fetch rejects with as a bare TypeError is its `cause`). It is no answer of the API, so it is
+ * not a MateMemoryError. Retried, like a 503, for requests that are safe to repeat.
+ */
+export class ConnectionError extends Error {
+  /** The request, for logs. */
+  readonly method: string;
+  readonly path: string;
+
+  constructor(method: string, path: string, message: string, options?: { cause?: unknown }) {
+    super(`matememory: ${method} ${path}: ${message}`, options);
+    this.name = new.target.name;
+    this.method = method;
+    this.path = path;
+  }
+}
+
+/** No answer within the timeout (the client's `timeoutMs`, or the call's): a ConnectionError, retried as one. */
+export class TimeoutError extends ConnectionError {
+  /** The timeout that ran out, in ms. */
+  readonly timeoutMs: number;
+
+  constructor(method: string, path: string, timeoutMs: number, what = "no answer") {
+    super(method, path, `${what} within ${timeoutMs} ms`);
+    this.timeoutMs = timeoutMs;
+  }
+}
+
+/** An export ended without the bundle's checksums line: what was received is incomplete (any import refuses it); export again. */
+export class IncompleteBundleError extends Error {
+  /** The bytes received. */
+  readonly bytes: number;
+
+  constructor(bytes: number) {
+    super(`matememory: the export ended without its checksums line after ${bytes} bytes: the bundle is incomplete, export again`);
+    this.name = new.target.name;
+    this.bytes = bytes;
+  }
+}

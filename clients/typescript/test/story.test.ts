@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
   ConflictError,
+  ConnectionError,
   ForbiddenError,
   InvalidRequestError,
   MateMemory,
@@ -171,7 +172,7 @@ test("transport errors are retried only where safe; a page that is not the envel
     throw new TypeError("fetch failed");
   }) as unknown as typeof fetch;
   const t = new MateMemory({ baseUrl: "http://mem.test", fetch: once, retry: { baseMs: 1, maxMs: 5 } });
-  await assert.rejects(t.executeTool(1, "write_workspace_memory_file", { filename: "a.md", content: "x" }), TypeError);
+  await assert.rejects(t.executeTool(1, "write_workspace_memory_file", { filename: "a.md", content: "x" }), ConnectionError);
   assert.deepEqual(seen, ["POST"], "a tool call is not repeated");
 
   const html = (async () => new Response("<html>proxy</html>", { status: 200, headers: { "Content-Type": "text/html" } })) as unknown as typeof fetch;

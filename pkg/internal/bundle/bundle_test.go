@@ -214,6 +214,10 @@ func TestImportRefusesBadBundlesAndWritesNothing(t *testing.T) {
 		status           error // the kind: every refusal here is invalid input (400)
 	}{
 		{"empty body", "", "the body is empty", fault.ErrInvalid},
+		// What JSON.stringify of the bundle sends (a client's default JSON body serializer).
+		{"bundle JSON-encoded", quoted(good), "line 1 is not a bundle record: it is a JSON string, not an object: the bundle was sent JSON-encoded; send the export's bytes unchanged, Content-Type: application/x-ndjson", fault.ErrInvalid},
+		{"not an object", "[1,2]\n", `line 1 is not a bundle record: not a JSON object (it starts with "[1,2]")`, fault.ErrInvalid},
+		{"kind not a string", replace(0, `"kind":"manifest"`, `"kind":7`), `line 1 is not a bundle record: "kind" must be a string, got 7`, fault.ErrInvalid},
 		{"newer format", replace(0, `"version":1`, `"version":2`), "bundle format version 2 is newer than this server reads: it supports version 1", fault.ErrInvalid},
 		{"not a bundle", replace(0, Format, "other"), "is not a MateMemory agent bundle", fault.ErrInvalid},
 		{"manifest not first", join(append(lines[1:2:2], lines...)), "a bundle starts with its manifest", fault.ErrInvalid},
@@ -402,4 +406,10 @@ func TestHistoryExportedInVersionOrder(t *testing.T) {
 		t.Fatalf("history not oldest first:\n%s", h)
 	}
 	importB(t, s, 2, b, ModeEmpty)
+}
+
+// quoted is s as a JSON string.
+func quoted(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
 }

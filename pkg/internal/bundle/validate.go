@@ -48,18 +48,30 @@ func (s *Service) scanner(r io.Reader) *bufio.Scanner {
 	return sc
 }
 
-// peek reads a line's kind.
+// peek reads a line's kind. Its errors say what the line is, never a Go type: a bundle
+// JSON-encoded as one string (a client that serialized the body as JSON) is told so.
 func peek(line []byte) (string, error) {
+	t := bytes.TrimLeft(line, " \t\r")
+	switch {
+	case len(t) > 0 && t[0] == '"':
+		return "", fmt.Errorf("it is a JSON string, not an object: the bundle was sent JSON-encoded; send the export's bytes unchanged, Content-Type: %s", ContentType)
+	case len(t) == 0 || t[0] != '{':
+		return "", fmt.Errorf("not a JSON object (it starts with %q)", string(t[:min(len(t), 16)]))
+	}
 	var k struct {
-		Kind string `json:"kind"`
+		Kind json.RawMessage `json:"kind"`
 	}
 	if err := json.Unmarshal(line, &k); err != nil {
-		return "", fmt.Errorf("not a JSON object: %v", err)
+		return "", fmt.Errorf("not valid JSON: %v", err)
 	}
-	if k.Kind == "" {
+	var kind string
+	if len(k.Kind) > 0 && json.Unmarshal(k.Kind, &kind) != nil {
+		return "", fmt.Errorf(`"kind" must be a string, got %s`, k.Kind)
+	}
+	if kind == "" {
 		return "", fmt.Errorf(`no "kind"`)
 	}
-	return k.Kind, nil
+	return kind, nil
 }
 
 // strict decodes a record, refusing unknown fields and trailing data.

@@ -6,6 +6,7 @@ package apitest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -43,10 +44,29 @@ type route struct {
 	weight int
 }
 
+// registerJSONLines teaches kin-openapi (whose decoders are process-wide) the agent bundle's
+// media type: JSON Lines, documented as a string; every line must be a JSON object.
+var registerJSONLines = sync.OnceFunc(func() {
+	openapi3filter.RegisterBodyDecoder("application/x-ndjson", func(r io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+		b, err := io.ReadAll(r)
+		if err != nil {
+			return nil, err
+		}
+		for i, line := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
+			var obj map[string]any
+			if len(b) > 0 && json.Unmarshal(line, &obj) != nil {
+				return nil, fmt.Errorf("JSON Lines: line %d is not a JSON object", i+1)
+			}
+		}
+		return string(b), nil
+	})
+})
+
 // New builds a validator for s's document, sending requests with next
 // (http.DefaultTransport when nil).
 func New(t testing.TB, s *httpapi.Server, next http.RoundTripper) *Validator {
 	t.Helper()
+	registerJSONLines()
 	raw, err := s.API().OpenAPI().MarshalJSON()
 	if err != nil {
 		t.Fatalf("marshal the OpenAPI document: %v", err)

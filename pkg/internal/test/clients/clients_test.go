@@ -26,13 +26,16 @@ import (
 	"github.com/matememory/matememory/pkg/internal/npmtest"
 )
 
-// Agents of the suites (the story key may act for them; the other key for none of them).
+// Agents of the suites (the story key may act for them; the other key for none of them);
+// each suite imports its agent's bundle into its import agent, then erases that.
 const (
-	keys         = "story-key-0123456789=11,12,13,14;other-key-0123456789=99"
+	keys         = "story-key-0123456789=11,12,13,14,15,16;other-key-0123456789=99"
 	tsAgent      = 11
 	pyAgent      = 12
 	expressAgent = 13
 	fastapiAgent = 14
+	tsImport     = 15
+	pyImport     = 16
 )
 
 var factWord = regexp.MustCompile(`\bfact-[a-z0-9-]+\b`)
@@ -105,7 +108,14 @@ func startService(t *testing.T, corsOrigin string) service {
 }
 
 func (s service) env(agent int) []string {
-	return append(os.Environ(), "MATE_URL="+s.url, "MATE_API_KEY=story-key-0123456789", "MATE_OTHER_KEY=other-key-0123456789", fmt.Sprintf("MATE_AGENT_ID=%d", agent))
+	env := append(os.Environ(), "MATE_URL="+s.url, "MATE_API_KEY=story-key-0123456789", "MATE_OTHER_KEY=other-key-0123456789", fmt.Sprintf("MATE_AGENT_ID=%d", agent))
+	switch agent {
+	case tsAgent:
+		env = append(env, fmt.Sprintf("MATE_IMPORT_AGENT_ID=%d", tsImport))
+	case pyAgent:
+		env = append(env, fmt.Sprintf("MATE_IMPORT_AGENT_ID=%d", pyImport))
+	}
+	return env
 }
 
 // need skips the test when a tool is missing, except under CI=true, where it fails.
