@@ -404,14 +404,15 @@ func TestSyncFilesMatchesSyncPerFile(t *testing.T) {
 	})
 }
 
-// Issue 19: a score comparable across queries. Nothing relevant gives no hits (and says so),
-// small talk and question words alone find nothing.
+// Issue 19: a score comparable across queries. Nothing relevant gives auto-recall no hits
+// (and says so), small talk and question words alone find nothing (issue 30: an explicit
+// search ranks the matches, TestRelevanceApartFromRetrieval).
 func TestNothingRelevantAnswersNoHits(t *testing.T) {
 	r := newRig(t, storetest.SQLite(t), false)
 	r.write(t, 1, "MEMORY.md", "# MEMORY\n\n- 用户喜欢乌龙茶。\n- The user works at Northwind Labs.\n")
 	r.write(t, 1, "memory/2026-05-20.md", "# 2026-05-20\n\n今天主要在看文档，没有特别的事情。\n\n用户说下个月要去杭州出差。\n")
 	for _, q := range []string{"你好", "谢谢，今天就到这里", "hi", "what is the user's blood type", "用户的护照号码是多少", "是什么"} {
-		res := r.search(t, 1, recall.Query{Text: q})
+		res := r.search(t, 1, recall.Query{Text: q, Auto: true})
 		if len(res.Hits) != 0 || res.Notice == "" {
 			t.Errorf("%q: want no hits and a notice, got %d hits (%v), notice %q", q, len(res.Hits), files(res), res.Notice)
 		}
