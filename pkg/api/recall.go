@@ -26,6 +26,12 @@ type MemoryHit struct {
 	// Coverage is the IDF-weighted share of the query's words (CJK: characters) the chunk
 	// holds: the relevance floor compares it with min-coverage.
 	Coverage float64 `json:"coverage"`
+	// Relevance is how surely the hit is about the query (0–1), apart from its rank: 0.5
+	// and above is confident (the chunk clears the relevance floor, holds a query
+	// identifier verbatim, or corrects a confident hit; what auto-recall injects); 1 holds
+	// every word of the query; below 0.5 it shares some of the query's words, linearly in
+	// the share (docs/recall.md, "Relevance").
+	Relevance float64 `json:"relevance"`
 	// SupersededBy names a newer dated note that matches the same words of the query: it
 	// ranks above this one and is likely what holds now.
 	SupersededBy string `json:"supersededBy,omitempty"`
@@ -53,6 +59,9 @@ type MemorySearchResult struct {
 	// Notice explains a lexical-only or degraded answer.
 	Notice string `json:"notice,omitempty"`
 	// Searched is the number of chunks of the agent considered.
-	Searched int         `json:"searched"`
-	Hits     []MemoryHit `json:"hits"`
+	Searched int `json:"searched"`
+	// Confident says whether any hit is confident (relevance ≥ 0.5): the hits are the
+	// ranked matches either way, Confident says whether one is likely an answer.
+	Confident bool        `json:"confident"`
+	Hits      []MemoryHit `json:"hits"`
 }

@@ -16,6 +16,9 @@ type MemoryQuery struct {
 	// Since and Until are days (YYYY-MM-DD, inclusive).
 	Since string `json:"since,omitempty"`
 	Until string `json:"until,omitempty"`
+	// MinRelevance keeps only hits whose relevance is at least this (0–1; 0.5 and above is
+	// confident); 0 = every matching hit, ranked.
+	MinRelevance float64 `json:"minRelevance,omitempty"`
 }
 
 // MemoryHit is one recalled chunk: read the exact lines with CallTool

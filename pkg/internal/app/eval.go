@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/matememory/matememory/pkg/internal/config"
@@ -23,13 +24,16 @@ func evalRecall(ctx context.Context, cfg config.Config, log *slog.Logger, args [
 	if len(args) > 0 && args[0] == "memory" {
 		return evalMemory(ctx, cfg, log, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "locomo" {
+		return evalLocomo(ctx, cfg, log, args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	setPath := fs.String("set", "", "evaluation set JSON (default: the built-in synthetic memory, pkg/internal/recall/evalset/testdata/eval.json)")
 	k := fs.Int("k", 5, "recall@k")
 	misses := fs.Bool("misses", false, "list the queries each configuration missed (gold not in the first k)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: api eval [-set file.json] [-k 5] [-misses]     (or: api eval memory -help)")
+		fmt.Fprintln(stderr, "usage: api eval [-set file.json] [-k 5] [-misses]     (or: api eval memory -help, api eval locomo -help)")
 		fmt.Fprintln(stderr, "Indexes the evaluation memory in a scratch database with the configured embedding endpoint")
 		fmt.Fprintln(stderr, "(MATE_EMBEDDING_BASE_URL, _API_KEY, _MODEL, _DIMENSIONS) and prints recall@k and MRR for")
 		fmt.Fprintln(stderr, "BM25 alone, cosine alone, BM25 with the identifier boost, and the full hybrid.")
@@ -122,5 +126,84 @@ func evalRecall(ctx context.Context, cfg config.Config, log *slog.Logger, args [
 	}
 	fmt.Fprintln(stdout)
 	evalset.PrintCalibration(stdout, cals)
+	return 0
+}
+
+// evalLocomo is `api eval locomo -data locomo10.json`: LoCoMo's questions over its
+// conversations stored as conversations, then as daily notes, in a scratch SQLite
+// database, beside SQLite FTS5 BM25 over the same chunks (lexical: no embedder).
+func evalLocomo(ctx context.Context, cfg config.Config, log *slog.Logger, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("eval locomo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", "", "LoCoMo's JSON (data/locomo10.json of github.com/snap-research/locomo: a list of samples)")
+	samples := fs.String("samples", strings.Join(evalset.LocomoDevSamples, ","), "comma-separated sample_ids (default: the dev split tuned on)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: api eval locomo -data locomo10.json [-samples conv-26,conv-30]")
+		fmt.Fprintln(stderr, "Stores each sample's sessions as conversations, then as daily notes, and prints session- and")
+		fmt.Fprintln(stderr, "turn-level recall@1/3/5/10, MRR, per category, the share with no hit and latency, beside SQLite")
+		fmt.Fprintln(stderr, "FTS5 BM25 (unicode61, porter, trigram) over the same chunks.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *data == "" {
+		fs.Usage()
+		return 2
+	}
+	var only []string
+	for _, s := range strings.Split(*samples, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			only = append(only, s)
+		}
+	}
+	set, err := evalset.LoadLocomo(*data, only)
+	if err != nil {
+		fmt.Fprintln(stderr, "eval:", err)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "matememory-locomo-")
+	if err != nil {
+		fmt.Fprintln(stderr, "eval:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	db, err := store.Open("sqlite", "", dir)
+	if err != nil {
+		fmt.Fprintln(stderr, "eval:", err)
+		return 1
+	}
+	defer store.Close(db)
+	if err := store.Migrate(ctx, db); err != nil {
+		fmt.Fprintln(stderr, "eval:", err)
+		return 1
+	}
+	// Searches run a day after the last session of the data.
+	var last time.Time
+	for _, s := range set {
+		for _, ses := range s.Sessions {
+			if ses.Date.After(last) {
+				last = ses.Date
+			}
+		}
+	}
+	clock := func() time.Time { return last.Add(24 * time.Hour) }
+	an := lexical.NewAnalyzer()
+	base := recallSettings(cfg)
+	ix := recall.NewIndexer(db, an, base, recall.WithClock(clock), recall.WithLogger(log))
+	ws := workspace.New(db, workspace.WithDefaults("en", "UTC"), workspace.WithClock(clock))
+	se := recall.NewSearcher(db, an, base, recall.SearchWithClock(clock), recall.SearchWithLogger(log))
+	start := time.Now()
+	rows, err := evalset.RunLocomo(ctx, db, ws, ix, se, set, 1)
+	if err != nil {
+		fmt.Fprintln(stderr, "eval:", err)
+		return 1
+	}
+	ids := make([]string, len(set))
+	for k, s := range set {
+		ids[k] = s.ID
+	}
+	fmt.Fprintf(stdout, "LoCoMo samples %s, run in %s\n\n", strings.Join(ids, ", "), time.Since(start).Round(time.Second))
+	evalset.PrintLocomo(stdout, rows)
 	return 0
 }

@@ -162,7 +162,8 @@ func (i *Indexer) syncOnce(ctx context.Context, agentID int64, filename string) 
 // A newer format's rows are left alone by an older version during a rolling update.
 //
 //	1: hyphenated compounds also as one word (Wi-Fi → wifi), issue 19's chunking.
-const IndexFormat = 1
+//	2: no stop words removed (go, it, the are terms; a query weighs function words down).
+const IndexFormat = 2
 
 // current reports whether the index state rec (when hasRec) is of live file f as it is now,
 // in this format or a newer one.

@@ -404,8 +404,9 @@ func TestSyncFilesMatchesSyncPerFile(t *testing.T) {
 	})
 }
 
-// Issue 19: a score comparable across queries. Nothing relevant gives no hits (and says so),
-// small talk and question words alone find nothing.
+// Issue 19: a score comparable across queries. Nothing relevant gives auto-recall no hits
+// (and says so), small talk and question words alone find nothing (issue 30: an explicit
+// search ranks the matches, TestRelevanceApartFromRetrieval).
 func TestNothingRelevantAnswersNoHits(t *testing.T) {
 	r := newRig(t, storetest.SQLite(t), false)
 	r.write(t, 1, "MEMORY.md", "# MEMORY\n\n- 用户喜欢乌龙茶。\n- The user works at Northwind Labs.\n")
@@ -414,7 +415,7 @@ func TestNothingRelevantAnswersNoHits(t *testing.T) {
 	// floor, they are no hits; at half the floor they would be.
 	partial := []string{"杭州的天气怎么样", "乌龙茶的价格", "what does Northwind sell"}
 	for _, q := range append([]string{"你好", "谢谢，今天就到这里", "hi", "what is the user's blood type", "用户的护照号码是多少", "是什么"}, partial...) {
-		res := r.search(t, 1, recall.Query{Text: q})
+		res := r.search(t, 1, recall.Query{Text: q, Auto: true})
 		if len(res.Hits) != 0 || res.Notice == "" {
 			t.Errorf("%q: want no hits and a notice, got %d hits (%v), notice %q", q, len(res.Hits), files(res), res.Notice)
 		}

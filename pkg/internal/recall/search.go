@@ -38,6 +38,26 @@ type Query struct {
 	FilenamePrefix string
 	// Since and Until keep chunks dated within [Since, Until] (days, inclusive); zero = open.
 	Since, Until time.Time
+	// MinRelevance keeps only hits whose relevance reaches it (0–1; 0 = every hit that
+	// matches: an explicit search returns the ranked matches, confident or not).
+	MinRelevance float64
+	// Auto is a search the caller did not ask for (the context window's recall block, a
+	// proactive injection): only confident hits (relevance ≥ ConfidentRelevance), so a
+	// question memory has no answer to, or small talk, recalls nothing.
+	Auto bool
+}
+
+// ConfidentRelevance is the relevance at which a hit is confident: it clears the relevance
+// floor (min-coverage, or min-cosine), holds a query identifier verbatim, or corrects a
+// confident hit. Auto-recall injects only confident hits.
+const ConfidentRelevance = 0.5
+
+// floor is the least relevance a hit of q must have.
+func (q Query) floor() float64 {
+	if q.Auto {
+		return max(q.MinRelevance, ConfidentRelevance)
+	}
+	return q.MinRelevance
 }
 
 // Hit is one recalled chunk: where to read it, what it says, and why it ranked (the wire
@@ -246,6 +266,8 @@ func (s *Searcher) Validate(q Query) (Query, error) {
 		return q, invalidf("until (%s) is before since (%s)", q.Until.Format(time.DateOnly), q.Since.Format(time.DateOnly))
 	case !utf8.ValidString(q.FilenamePrefix) || len(q.FilenamePrefix) > 256:
 		return q, invalidf("filenamePrefix must be valid UTF-8 of at most 256 bytes")
+	case math.IsNaN(q.MinRelevance) || q.MinRelevance < 0 || q.MinRelevance > 1:
+		return q, invalidf("minRelevance must be between 0 and 1, got %v", q.MinRelevance)
 	}
 	if q.MaxResults == 0 {
 		q.MaxResults = s.set.DefaultResults
@@ -272,17 +294,20 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 	}
 	lq := s.an.Query(q.Text)
 	if lq.Empty() {
-		res.Notice = "nothing to search for: the query has only stop words, punctuation or question words"
+		res.Notice = "nothing to search for: the query is only punctuation or question words"
 		return res, nil
 	}
 	m := ai.bm25.Search(lq)
-	cands, searched := s.candidates(ai, m, q, qvec)
+	cands, searched := s.candidates(ai, m, q, s.idents(q.Text, lq), qvec)
 	res.Searched = searched
-	if !slices.ContainsFunc(cands, func(c cand) bool { return !c.weak }) {
-		res.Notice = "nothing in memory is relevant to this query (no chunk holds enough of its words)"
+	if !slices.ContainsFunc(cands, func(c cand) bool { return !c.drop }) {
+		res.Notice = "nothing in memory matches this query"
+		if q.floor() > 0 {
+			res.Notice = fmt.Sprintf("nothing in memory is relevant enough to this query (no chunk reaches relevance %.2f)", q.floor())
+		}
 		return res, nil
 	}
-	cands = s.score(cands, s.idents(q.Text, lq), m, qvec)
+	cands = s.score(cands, qvec)
 	byScore(cands)
 	cands = pool(cands, q.MaxResults)
 	// A candidate's best-matching fact is analysed only when a step needs it.
@@ -291,9 +316,22 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 	cands = s.settle(cands, facts, m, q.MaxResults)
 	order := s.diversify(cands, facts, qvec != nil, q.MaxResults)
 	for _, k := range order {
-		res.Hits = append(res.Hits, s.hit(cands[k]))
+		h := s.hit(cands[k])
+		res.Confident = res.Confident || h.Relevance >= ConfidentRelevance
+		res.Hits = append(res.Hits, h)
+	}
+	if len(res.Hits) > 0 && !res.Confident {
+		res.Notice = joinNotice(res.Notice, fmt.Sprintf("no hit is confident (relevance below %.2f): they share some of the query's words, maybe not what it asks", ConfidentRelevance))
 	}
 	return res, nil
+}
+
+// joinNotice adds b to notice a.
+func joinNotice(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }
 
 // embedQuery is the query's vector, nil when search is lexical: no embedder configured, or
@@ -317,11 +355,14 @@ func (s *Searcher) embedQuery(ctx context.Context, agentID int64, text string, r
 	return v, nil
 }
 
-// candidates are the chunks within q's filters that clear the relevance floor, or that stay
-// below it but may still update a note that cleared it (weak); searched counts the chunks
-// within the filters.
-func (s *Searcher) candidates(ai *snapshot, m lexical.Match, q Query, qvec []float32) (cands []cand, searched int) {
+// candidates are the chunks within q's filters that match it (hold a query term, or have
+// a cosine), each with its relevance; those below q's floor are dropped, unless they may
+// still update a note that reaches it (drop: a hit only if it does). searched counts the
+// chunks within the filters.
+func (s *Searcher) candidates(ai *snapshot, m lexical.Match, q Query, idents []ident, qvec []float32) (cands []cand, searched int) {
 	sinceDay, untilDay := day(q.Since), day(q.Until)
+	floor := q.floor()
+	onlyLight := m.OnlyLight
 	cands = make([]cand, 0, 256)
 	for k := range ai.chunks {
 		c := &ai.chunks[k]
@@ -340,45 +381,82 @@ func (s *Searcher) candidates(ai *snapshot, m lexical.Match, q Query, qvec []flo
 		if qvec != nil && len(c.vec) == len(qvec) {
 			v = math.Max(0, float64(embed.Dot(qvec, c.vec)))
 		}
-		// The relevance floor: enough of the query's (IDF-weighted) words, or a cosine that
-		// clears its own bar. Scores are absolute, so "nothing relevant" is an answer.
-		cov := 0.0
-		if l > 0 {
-			cov = m.Coverage(c.ix)
+		if l <= 0 && v <= 0 {
+			continue
 		}
-		byVec := s.set.MinCosine > 0 && v >= s.set.MinCosine
-		// Below the floor but holding a good part of the query: kept aside, a hit only if it
-		// turns out to update a note that cleared the floor (a correction seldom repeats
-		// every word of what it corrects).
-		weak := cov < s.set.MinCoverage && !byVec
-		if weak && (s.set.NoSupersede || cov < s.set.MinCoverage/2 || !c.dated) {
+		cd := cand{c: c, vec: v}
+		if l > 0 {
+			cd.cov = m.Coverage(c.ix)
+			// A chunk containing an identifier verbatim contains all its parts: only those
+			// that hold every query term of one are scanned.
+			has := m.Terms(c.ix)
+			for _, id := range idents {
+				if has&id.parts == id.parts && containsIdent(c.text, id.text) {
+					cd.exact += 1 / float64(len(idents))
+					cd.strongExact = cd.strongExact || id.strong
+				}
+			}
+		}
+		cd.rel = s.relevance(cd.cov, v, cd.strongExact)
+		if onlyLight {
+			// Function words alone ("it", "how are you") are searched, never answered
+			// confidently.
+			cd.rel = math.Min(cd.rel, lightRelevance)
+		}
+		// Below the relevance floor (not confident): such a chunk is kept aside when it holds
+		// a good part of the query; it is confident after all if it turns out to update a
+		// note that is (a correction seldom repeats every word of what it corrects).
+		cd.weak = cd.rel < ConfidentRelevance
+		cd.drop = cd.rel < floor
+		if cd.drop && (s.set.NoSupersede || !cd.weak || cd.cov < s.set.MinCoverage/2 || !c.dated) {
 			continue
 		}
 		// The lexical score is BM25 against the query's own weight, times the share of the
 		// query held: a long chunk repeating one common word does not outrank one holding
 		// the whole question.
-		cands = append(cands, cand{c: c, lex: cov * l / m.Weight, vec: v, cov: cov, weak: weak})
+		cd.lex = cd.cov * l / m.Weight
+		cands = append(cands, cd)
 	}
 	return cands, searched
 }
 
+// lightRelevance is the most a hit of a query of function words only can have.
+const lightRelevance = 0.4
+
+// relevance is how surely a chunk is about the query (0–1), from its coverage (the
+// IDF-weighted share of the query's words it holds), its cosine and whether it holds one of
+// the query's identifiers verbatim: ConfidentRelevance (0.5) is the relevance floor
+// (coverage at min-coverage, cosine at min-cosine), 1 a chunk holding every word of the
+// query, 0 none; in between it is linear in coverage (and cosine) on each side of the
+// floor. A verbatim identifier makes a chunk confident.
+func (s *Searcher) relevance(cov, vec float64, exact bool) float64 {
+	scale := func(x, floor float64) float64 {
+		switch {
+		case floor <= 0:
+			return 0.5 + 0.5*x
+		case x >= floor:
+			return 0.5 + 0.5*(x-floor)/math.Max(1-floor, 1e-9)
+		default:
+			return 0.5 * x / floor
+		}
+	}
+	r := scale(cov, s.set.MinCoverage)
+	if s.set.MinCosine > 0 && vec > 0 {
+		r = math.Max(r, scale(vec, s.set.MinCosine))
+	}
+	if exact {
+		r = math.Max(r, ConfidentRelevance+0.25*cov)
+	}
+	return math.Min(1, math.Max(0, r))
+}
+
 // score gives each candidate its score (the blend of vector and lexical, the boost for the
 // query's identifiers found verbatim, the age decay) and keeps those above MinScore (and
-// the weak ones).
-func (s *Searcher) score(cands []cand, idents []ident, m lexical.Match, qvec []float32) []cand {
+// the ones kept aside).
+func (s *Searcher) score(cands []cand, qvec []float32) []cand {
 	kept := cands[:0]
 	now := s.now()
 	for _, cd := range cands {
-		// A chunk containing an identifier verbatim contains all its parts: only those that
-		// hold every query term of one are scanned.
-		if len(idents) > 0 && cd.cov > 0 {
-			has := m.Terms(cd.c.ix)
-			for _, id := range idents {
-				if has&id.parts == id.parts && containsIdent(cd.c.text, id.text) {
-					cd.exact += 1 / float64(len(idents))
-				}
-			}
-		}
 		cd.decay = 1
 		if cd.c.dated && s.set.HalfLifeDays > 0 {
 			if age := now.Sub(cd.c.date).Hours() / 24; age > 0 {
@@ -386,7 +464,7 @@ func (s *Searcher) score(cands []cand, idents []ident, m lexical.Match, qvec []f
 				cd.decay = f + (1-f)*math.Pow(0.5, age/s.set.HalfLifeDays)
 			}
 		}
-		if s.blend(&cd, qvec) < s.set.MinScore && !cd.weak {
+		if s.blend(&cd, qvec) < s.set.MinScore && !cd.drop {
 			continue
 		}
 		kept = append(kept, cd)
@@ -441,21 +519,22 @@ func (s *Searcher) focus(cands []cand, facts *factCache, m lexical.Match, qvec [
 	byScoreWith(cands, facts.f)
 }
 
-// pool keeps, of candidates sorted by score, the best 4 × maxResults that cleared the floor
-// and 2 × maxResults of those below it (which only count if they update one of the first).
+// pool keeps, of candidates sorted by score, the best 4 × maxResults of those kept and 2 ×
+// maxResults of those that stay below the request's floor unless they update one of the
+// first.
 func pool(cands []cand, maxResults int) []cand {
-	strong, weak := 0, 0
-	kept := cands[:0]
+	kept, dropped := 0, 0
+	out := cands[:0]
 	for _, cd := range cands {
-		if cd.weak && weak < 2*maxResults {
-			weak++
-			kept = append(kept, cd)
-		} else if !cd.weak && strong < 4*maxResults {
-			strong++
-			kept = append(kept, cd)
+		if cd.drop && dropped < 2*maxResults {
+			dropped++
+			out = append(out, cd)
+		} else if !cd.drop && kept < 4*maxResults {
+			kept++
+			out = append(out, cd)
 		}
 	}
-	return kept
+	return out
 }
 
 // settle lets newer notes supersede what they update, drops what stayed below the floor
@@ -467,7 +546,7 @@ func (s *Searcher) settle(cands []cand, facts *factCache, m lexical.Match, maxRe
 	// Drop what stayed below the floor, keeping the facts with their candidates.
 	n := 0
 	for k := range cands {
-		if !cands[k].weak {
+		if !cands[k].drop {
 			cands[n], facts.f[n] = cands[k], facts.f[k]
 			n++
 		}
@@ -489,7 +568,8 @@ func (s *Searcher) hit(cd cand) Hit {
 	h := Hit{Source: src, Filename: cd.c.filename, StartLine: cd.c.startLine, EndLine: cd.c.end,
 		Heading: cd.c.heading, Snippet: snippet(cd.c.text, s.set.SnippetBytes), Date: cd.c.date.Format(time.DateOnly),
 		Dated: cd.c.dated, FileVersion: cd.c.fileVersion, Score: round(cd.score), Lexical: round(cd.lex),
-		Vector: round(cd.vec), Decay: round(cd.decay), Exact: round(cd.exact), Coverage: round(cd.cov)}
+		Vector: round(cd.vec), Decay: round(cd.decay), Exact: round(cd.exact), Coverage: round(cd.cov),
+		Relevance: round(cd.rel)}
 	if cd.by != nil {
 		h.SupersededBy = cd.by.filename
 	}
@@ -512,9 +592,14 @@ type cand struct {
 	score           float64
 	// by is the newer candidate that supersedes this one.
 	by *cachedChunk
-	// weak: below the relevance floor, kept only to see whether it updates a hit; lifted:
-	// it did, and took that hit's place.
-	weak, lifted bool
+	// rel is the relevance (0–1, ConfidentRelevance and above: confident).
+	rel float64
+	// weak: not confident (below the relevance floor): it may take the place of a hit it
+	// updates, and is lifted when it does. drop: below the request's floor, kept only to see
+	// whether it updates a hit.
+	weak, lifted, drop bool
+	// strongExact: holds a distinctive identifier of the query verbatim.
+	strongExact bool
 	// noCue: no word of the chunk says that something changed (known once looked at).
 	noCue bool
 	// stated are the days the hit's fact was written on (it and its restatements), others
@@ -632,8 +717,11 @@ func (s *Searcher) replace(a, b *cand) {
 		b.score = a.score
 	}
 	if b.weak {
+		// A correction of a hit is as relevant as the hit.
 		b.weak, b.lifted = false, true
+		b.rel = max(b.rel, a.rel)
 	}
+	b.drop = b.drop && a.drop
 	if below := b.score * 0.98; a.score > below {
 		a.score = below
 	}
@@ -722,7 +810,7 @@ func (s *Searcher) diversify(cands []cand, facts *factCache, vectors bool, n int
 		}
 		for _, k := range []int{a, b} {
 			if terms[k] == nil {
-				terms[k] = termSet(lexical.SplitTerms(cands[k].c.terms))
+				terms[k] = termSet(s.an.Content(lexical.SplitTerms(cands[k].c.terms)))
 			}
 		}
 		return jaccard(terms[a], terms[b])
@@ -917,7 +1005,7 @@ func (s *Searcher) bestFact(text string, lq lexical.Query) fact {
 			best, bestN, bestLen = fact{text: f, terms: ts, mask: held}, n, len(ts)
 		}
 	}
-	best.terms = termSet(best.terms)
+	best.terms = termSet(s.an.Content(best.terms))
 	return best
 }
 
@@ -966,6 +1054,9 @@ func identifiers(q string) []string {
 type ident struct {
 	text  string
 	parts uint64
+	// strong: distinctive enough that holding it makes a chunk confident (not a bare
+	// number of up to 4 digits, such as a year).
+	strong bool
 }
 
 // idents are the query's identifiers with their parts.
@@ -974,6 +1065,12 @@ func (s *Searcher) idents(q string, lq lexical.Query) []ident {
 	out := make([]ident, len(ids))
 	for k, id := range ids {
 		out[k].text = id
+		out[k].strong = len(id) > 4 || strings.Trim(id, "0123456789") != ""
+		if versionID.MatchString(id) {
+			// A version matches with or without its "v": the chunk's term may be the other
+			// spelling, so its text is scanned whatever terms it holds.
+			continue
+		}
 		terms := s.an.Terms(id)
 		for i, t := range lq.Terms {
 			if i < lexical.MaxQueryTerms && slices.Contains(terms, t) {
@@ -984,7 +1081,10 @@ func (s *Searcher) idents(q string, lq lexical.Query) []ident {
 	return out
 }
 
-var identRE = regexp.MustCompile(`[a-z0-9][a-z0-9._@/#-]*`)
+var (
+	identRE   = regexp.MustCompile(`[a-z0-9][a-z0-9._@/#-]*`)
+	versionID = regexp.MustCompile(`^v?[0-9]+(\.[0-9]+)+$`)
+)
 
 // containsIdent reports whether text holds id (lower-case ASCII) verbatim in any case, a
 // version with or without its "v" (v1.27.3 and 1.27.3).

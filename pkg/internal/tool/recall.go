@@ -58,6 +58,7 @@ func RecallDefinitions(language string) []Definition {
 				"filenamePrefix": prop("string", pick("可选，只搜索以此前缀开头的文件，例如 \"memory/\"。", "Optional: only files whose name starts with this prefix, e.g. \"memory/\".")),
 				"since":          date("可选，只要此日期（YYYY-MM-DD，含）之后的内容。", "Optional: only content dated on or after this day (YYYY-MM-DD)."),
 				"until":          date("可选，只要此日期（YYYY-MM-DD，含）之前的内容。", "Optional: only content dated on or before this day (YYYY-MM-DD)."),
+				"minRelevance":   prop("number", pick("可选，只返回 relevance 不低于此值的结果（0–1；0.5 及以上为有把握）。默认返回所有匹配的结果，按相关度排序。", "Optional: only hits whose relevance is at least this (0–1; 0.5 and above is confident). By default every matching hit is returned, ranked.")),
 			}, "query")),
 		def(ReadLines, pick(
 			"读取一个工作区记忆文件的指定行（从 1 开始，含两端），例如检索结果给出的行号范围。一次最多 400 行。",
@@ -73,7 +74,7 @@ func RecallDefinitions(language string) []Definition {
 func recallArgNames(tool string) []string {
 	switch tool {
 	case SearchMemory:
-		return []string{"query", "maxResults", "filenamePrefix", "since", "until"}
+		return []string{"query", "maxResults", "filenamePrefix", "since", "until", "minRelevance"}
 	case ReadLines:
 		return []string{"filename", "startLine", "endLine"}
 	}
@@ -81,11 +82,12 @@ func recallArgNames(tool string) []string {
 }
 
 type searchArgs struct {
-	Query          *string `json:"query"`
-	MaxResults     *int    `json:"maxResults"`
-	FilenamePrefix *string `json:"filenamePrefix"`
-	Since          *string `json:"since"`
-	Until          *string `json:"until"`
+	Query          *string  `json:"query"`
+	MaxResults     *int     `json:"maxResults"`
+	FilenamePrefix *string  `json:"filenamePrefix"`
+	Since          *string  `json:"since"`
+	Until          *string  `json:"until"`
+	MinRelevance   *float64 `json:"minRelevance"`
 }
 
 type linesArgs struct {
@@ -118,7 +120,8 @@ func (t *Tools) callRecall(ctx context.Context, agentID int64, name string, args
 		if err := require(name, "query", a.Query); err != nil {
 			return nil, err
 		}
-		q := recall.Query{Text: *a.Query, MaxResults: deref(a.MaxResults), MaxResultsGiven: a.MaxResults != nil, FilenamePrefix: deref(a.FilenamePrefix)}
+		q := recall.Query{Text: *a.Query, MaxResults: deref(a.MaxResults), MaxResultsGiven: a.MaxResults != nil, FilenamePrefix: deref(a.FilenamePrefix),
+			MinRelevance: deref(a.MinRelevance)}
 		var err error
 		if q.Since, err = parseDay(name, "since", a.Since); err != nil {
 			return nil, err

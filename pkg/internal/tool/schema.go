@@ -78,6 +78,8 @@ func constrain(params json.RawMessage, maxBytes int) json.RawMessage {
 			p["pattern"] = `^[0-9]{4}-[0-9]{2}-[0-9]{2}$`
 		case "maxResults":
 			p["minimum"], p["maximum"] = 1, 50
+		case "minRelevance":
+			p["minimum"], p["maximum"] = 0, 1
 		case "startLine", "endLine", "version":
 			p["minimum"] = 1
 		}

@@ -91,7 +91,7 @@ func (s *Service) recallBlock(ctx context.Context, tk tokens.Tokenizer, lang str
 		info.Notice = "memory search is not enabled on this server"
 		return "", info, nil
 	}
-	res, err := s.recall.Search(ctx, req.AgentID, recall.Query{Text: q, MaxResults: topK})
+	res, err := s.recall.Search(ctx, req.AgentID, recall.Query{Text: q, MaxResults: topK, Auto: true})
 	if err != nil {
 		if errors.Is(err, recall.ErrInvalid) && r.Query != nil {
 			return "", nil, invalidf("recall.query: %s", err.Error())

@@ -10,6 +10,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"math"
 	"os"
@@ -54,6 +55,24 @@ type Set struct {
 	Now     time.Time         `json:"now"`
 	Files   map[string]string `json:"files"`
 	Queries []Query           `json:"queries"`
+}
+
+// Split cuts the set into a tune part and a test part, about half of each kind of query
+// each (by a hash of the query's text: the same split every run). Floors are calibrated on
+// the tune part only; the test part says whether they hold on queries they were not set on.
+func (s Set) Split() (tune, test Set) {
+	tune, test = s, s
+	tune.Queries, test.Queries = nil, nil
+	for _, q := range s.Queries {
+		h := fnv.New32a()
+		h.Write([]byte(q.Query))
+		if h.Sum32()%2 == 0 {
+			tune.Queries = append(tune.Queries, q)
+		} else {
+			test.Queries = append(test.Queries, q)
+		}
+	}
+	return tune, test
 }
 
 // Default is the set shipped in testdata.
@@ -141,20 +160,26 @@ func Evaluate(ctx context.Context, se *recall.Searcher, agentID int64, s Set, na
 	m := Metrics{Name: name, K: k, ByKind: map[string]float64{}, MRRByKind: map[string]float64{}, At1ByKind: map[string]float64{},
 		NewerFirst: map[string]float64{}, Stale: map[string]int{}, NoHits: map[string]float64{}, PerKind: map[string]int{}, NoGold: map[string]bool{}}
 	for _, q := range s.Queries {
+		m.PerKind[q.Kind]++
+		if len(q.Gold) == 0 {
+			// "Nothing relevant" is auto-recall's decision (the context window's block): an
+			// explicit search answers the ranked matches.
+			res, err := se.Search(ctx, agentID, recall.Query{Text: q.Query, MaxResults: 10, Auto: true})
+			if err != nil {
+				return m, fmt.Errorf("query %q: %w", q.Query, err)
+			}
+			m.NoGold[q.Kind] = true
+			if len(res.Hits) == 0 {
+				m.NoHits[q.Kind]++
+			}
+			continue
+		}
 		res, err := se.Search(ctx, agentID, recall.Query{Text: q.Query, MaxResults: 10})
 		if err != nil {
 			return m, fmt.Errorf("query %q: %w", q.Query, err)
 		}
 		if res.Degraded {
 			m.Degraded++
-		}
-		m.PerKind[q.Kind]++
-		if len(q.Gold) == 0 {
-			m.NoGold[q.Kind] = true
-			if len(res.Hits) == 0 {
-				m.NoHits[q.Kind]++
-			}
-			continue
 		}
 		m.Queries++
 		if q.Origin == "" {
@@ -318,6 +343,9 @@ type Calibration struct {
 	// Coverage is the floor on coverage (min-coverage), Cosine on the cosine (min-cosine;
 	// zero when the configuration has no vectors).
 	Coverage, Cosine Threshold
+	// Relevance is the hits' relevance at ConfidentRelevance (0.5), from searches with the
+	// configuration's floors: how well "confident" separates answers from non-answers.
+	Relevance Threshold
 }
 
 // Threshold is one floor's figures at a value: Recall is the share of the found gold hits
@@ -369,14 +397,20 @@ func (ss Searchers) Calibrate(ctx context.Context, agentID int64, s Set, name st
 		minCosine = floors.MinCosine
 	}
 	set.MinCoverage, set.MinCosine = -1, 0
-	return calibrate(ctx, ss.with(name, set), agentID, s, name, floors.MinCoverage, minCosine)
+	c, err := calibrate(ctx, ss.with(name, set), agentID, s, name, floors.MinCoverage, minCosine)
+	if err != nil {
+		return c, err
+	}
+	rel, err := calibrate(ctx, ss.For(name), agentID, s, name, 0, 0)
+	c.Relevance = rel.Relevance
+	return c, err
 }
 
 // calibrate runs every query through se, which has no floor, and scores the floors at
 // minCoverage and minCosine (0: none).
 func calibrate(ctx context.Context, se *recall.Searcher, agentID int64, s Set, name string, minCoverage, minCosine float64) (Calibration, error) {
 	c := Calibration{Name: name}
-	var posCov, negCov, posCos, negCos []float64
+	var posCov, negCov, posCos, negCos, posRel, negRel []float64
 	for _, q := range s.Queries {
 		res, err := se.Search(ctx, agentID, recall.Query{Text: q.Query, MaxResults: 10})
 		if err != nil {
@@ -384,23 +418,24 @@ func calibrate(ctx context.Context, se *recall.Searcher, agentID int64, s Set, n
 		}
 		if len(q.Gold) == 0 {
 			c.Unanswerable++
-			bestCov, bestCos := 0.0, 0.0
+			bestCov, bestCos, bestRel := 0.0, 0.0, 0.0
 			for _, h := range res.Hits {
-				bestCov, bestCos = max(bestCov, h.Coverage), max(bestCos, h.Vector)
+				bestCov, bestCos, bestRel = max(bestCov, h.Coverage), max(bestCos, h.Vector), max(bestRel, h.Relevance)
 			}
-			negCov, negCos = append(negCov, bestCov), append(negCos, bestCos)
+			negCov, negCos, negRel = append(negCov, bestCov), append(negCos, bestCos), append(negRel, bestRel)
 			continue
 		}
 		c.Answerable++
 		for _, h := range res.Hits {
 			if isGold(h, q.Gold) {
 				c.Found++
-				posCov, posCos = append(posCov, h.Coverage), append(posCos, h.Vector)
+				posCov, posCos, posRel = append(posCov, h.Coverage), append(posCos, h.Vector), append(posRel, h.Relevance)
 				break
 			}
 		}
 	}
 	c.Coverage = threshold(posCov, negCov, minCoverage)
+	c.Relevance = threshold(posRel, negRel, recall.ConfidentRelevance)
 	if minCosine > 0 {
 		c.Cosine = threshold(posCos, negCos, minCosine)
 	}
@@ -466,7 +501,7 @@ func PrintCalibration(w io.Writer, cs []Calibration) {
 		rows := []struct {
 			what string
 			t    Threshold
-		}{{"coverage", c.Coverage}}
+		}{{"coverage", c.Coverage}, {"relevance", c.Relevance}}
 		if c.Cosine.At > 0 {
 			rows = append(rows, struct {
 				what string

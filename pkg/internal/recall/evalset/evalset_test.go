@@ -53,11 +53,34 @@ func TestEvaluationHybridNotWorseThanLexical(t *testing.T) {
 		got[name] = m
 		rows = append(rows, m)
 	}
-	var cals []evalset.Calibration
-	for _, name := range []string{evalset.Service, evalset.Hybrid} {
-		c, err := ss.Calibrate(ctx, 1, set, name)
+	// The floors are calibrated on the tune part; the test part says whether they hold.
+	tune, test := set.Split()
+	var parts []evalset.Metrics
+	for _, p := range []struct {
+		name string
+		set  evalset.Set
+	}{{"tune", tune}, {"test", test}} {
+		m, err := evalset.Evaluate(ctx, ss.For(evalset.Service), 1, p.set, evalset.Service+", "+p.name+" part", 5)
 		if err != nil {
 			t.Fatal(err)
+		}
+		parts = append(parts, m)
+	}
+	var cals []evalset.Calibration
+	for _, name := range []string{evalset.Service, evalset.Hybrid} {
+		c, err := ss.Calibrate(ctx, 1, tune, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Name += ", tune part"
+		ct, err := ss.Calibrate(ctx, 1, test, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ct.Name += ", test part"
+		cals = append(cals, ct)
+		if ct.Relevance.AUC < 0.9 {
+			t.Errorf("%s: relevance on the test part: AUC %.3f; at least 0.9 wanted", ct.Name, ct.Relevance.AUC)
 		}
 		// The floor must separate: a coverage floor no better than chance would be a cut-off
 		// that filters at random.
@@ -68,6 +91,8 @@ func TestEvaluationHybridNotWorseThanLexical(t *testing.T) {
 	}
 	var b strings.Builder
 	evalset.Print(&b, rows)
+	fmt.Fprintln(&b)
+	evalset.Print(&b, parts)
 	fmt.Fprintln(&b)
 	evalset.PrintCalibration(&b, cals)
 	t.Logf("\n%s", b.String())

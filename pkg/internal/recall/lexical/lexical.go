@@ -10,6 +10,7 @@ package lexical
 import (
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -19,7 +20,6 @@ import (
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
 	"github.com/blevesearch/bleve/v2/analysis/token/porter"
-	"github.com/blevesearch/bleve/v2/analysis/token/stop"
 	"github.com/blevesearch/bleve/v2/analysis/tokenizer/unicode"
 )
 
@@ -35,6 +35,9 @@ type Analyzer struct {
 	// answer removes the words that name the kind of answer wanted ("birthday date",
 	// "上线日期"): a note gives the date, seldom the word. Kept when nothing else is left.
 	answer analysis.CharFilter
+	// light are the analysed forms of English function words (the, it, which, does): indexed
+	// and searched like any word, but weighed down in a query that holds other words.
+	light map[string]bool
 }
 
 // latinOnly applies a filter to alphanumeric tokens only, so the English stemmer and stop
@@ -68,7 +71,7 @@ func (l latinOnly) Filter(in analysis.TokenStream) analysis.TokenStream {
 func NewAnalyzer() *Analyzer {
 	stops := analysis.NewTokenMap()
 	_ = stops.LoadBytes(en.EnglishStopWords) // static list: cannot fail
-	for _, w := range queryStopWords {
+	for _, w := range lightWords {
 		stops.AddToken(w)
 	}
 	chain := func(unigrams bool, extra ...analysis.TokenFilter) *analysis.DefaultAnalyzer {
@@ -79,24 +82,31 @@ func NewAnalyzer() *Analyzer {
 				lowercase.NewLowerCaseFilter(),
 				cjk.NewCJKBigramFilter(unigrams),
 				latinOnly{en.NewPossessiveFilter()},
-				latinOnly{stop.NewStopTokensFilter(stops)},
 				latinOnly{porter.NewPorterStemmer()},
 			}, extra...),
 		}
 	}
-	return &Analyzer{
+	a := &Analyzer{
 		// Unigrams too in the index, so a one-character query (猫) still matches.
 		a:        chain(true),
 		q:        chain(false, versionVariants{}),
 		question: bregexp.New(questionWords, []byte(" ")),
 		answer:   bregexp.New(answerWords, []byte(" ")),
+		light:    map[string]bool{},
 	}
+	for w := range stops {
+		for _, t := range a.Terms(w) {
+			a.light[t] = true
+		}
+	}
+	return a
 }
 
-// queryStopWords are English words of questions (and light verbs) that the standard list
-// keeps; they are stop words for the index too: "which gym does the user go to" is about the
-// gym, and a note that never says "go" must not lose for it.
-var queryStopWords = []string{"much", "many", "go", "goes", "do", "does", "did", "get", "gets", "use", "uses", "tell", "know", "remember", "please", "status", "progress"}
+// lightWords are English words of questions that the standard list of function words
+// (the, it, which) lacks. No word is removed: these and the standard list are weighed
+// down in a query holding other words ("which gym does the user go to" is about the gym),
+// and searched at full weight when the query holds nothing else ("it").
+var lightWords = []string{"much", "many", "do", "does", "did", "please"}
 
 // questionWords are the Chinese ways of asking (and of asking how something stands: 进度,
 // 状态), longest first where one starts another.
@@ -170,6 +180,14 @@ func letters(b []byte) bool {
 	return len(b) > 0
 }
 
+// Light reports whether an analysed term is a function word (the, it, which, does).
+func (a *Analyzer) Light(term string) bool { return a.light[term] }
+
+// Content is terms without function words (in place).
+func (a *Analyzer) Content(terms []string) []string {
+	return slices.DeleteFunc(terms, a.Light)
+}
+
 // Terms analyses text.
 func (a *Analyzer) Terms(text string) []string {
 	ts := a.a.Analyze([]byte(text))
@@ -188,13 +206,26 @@ func (a *Analyzer) Terms(text string) []string {
 type Query struct {
 	Terms []string
 	units []unit
+	// light: bit i = Terms[i] is a function word, weighed down (LightWeight) when the query
+	// holds another word (not light: heavy).
+	light uint64
+	heavy bool
 }
+
+// LightWeight is what a function word of a query weighs, as a share of its IDF, when the
+// query holds other words.
+const LightWeight = 0.1
+
+// OnlyLight reports whether the query is function words only ("it", "how are you"): it is
+// searched, but nothing it finds is confidently about it.
+func (q Query) OnlyLight() bool { return !q.heavy && len(q.units) > 0 }
 
 type unit struct {
 	key      string // the character or word, for its weight
 	terms    uint64 // bit i: Terms[i] covers this unit
 	weight   float64
 	specific bool // held by few documents (under SpecificShare)
+	light    bool // a function word
 }
 
 // SpecificShare is the most documents a word may be in and still say what a query is about
@@ -262,12 +293,20 @@ func (a *Analyzer) query(filtered string) Query {
 		default:
 			addUnit(t.Start, term, ix)
 		}
+		if a.light[term] && ix < MaxQueryTerms {
+			q.light |= 1 << ix
+		} else {
+			q.heavy = true
+		}
+	}
+	for k := range q.units {
+		q.units[k].light = q.units[k].terms != 0 && q.units[k].terms&^q.light == 0
 	}
 	return q
 }
 
-// Empty reports whether the query has no term to look for (only stop words, punctuation or
-// question words).
+// Empty reports whether the query has no term to look for (only punctuation or question
+// words).
 func (q Query) Empty() bool { return len(q.units) == 0 }
 
 // BM25 parameters (the usual ones).
@@ -497,13 +536,15 @@ type Match struct {
 	Weight float64
 	terms  []uint64 // per document: bit i = holds Terms[i]
 	units  []unit
-	total  float64
+	// OnlyLight: the query is function words only (Query.OnlyLight).
+	OnlyLight bool
+	total     float64
 }
 
 // Search scores every document and notes which query terms each holds. A unit's weight is
 // the IDF of its word or character (a term no document holds weighs the most).
 func (ix *Index) Search(q Query) Match {
-	m := Match{Score: make([]float64, ix.n), terms: make([]uint64, ix.n), units: append([]unit(nil), q.units...)}
+	m := Match{Score: make([]float64, ix.n), terms: make([]uint64, ix.n), units: append([]unit(nil), q.units...), OnlyLight: q.OnlyLight()}
 	n := float64(ix.n)
 	idf := func(df int) float64 { return math.Log(1 + (n-float64(df)+0.5)/(float64(df)+0.5)) }
 	var lists [][]posting
@@ -511,6 +552,9 @@ func (ix *Index) Search(q Query) Match {
 		var df int
 		lists, df = ix.lookup(t, lists)
 		w := idf(df)
+		if q.heavy && i < MaxQueryTerms && q.light&(1<<i) != 0 {
+			w *= LightWeight
+		}
 		m.Weight += w
 		if df == 0 {
 			continue
@@ -550,7 +594,10 @@ func (ix *Index) Search(q Query) Match {
 		var df int
 		lists, df = ix.lookup(m.units[k].key, lists)
 		m.units[k].weight = math.Log(1 + (un-float64(df)+0.5)/(float64(df)+0.5))
-		m.units[k].specific = float64(df) <= max(SpecificShare*n, minSpecificDocs)
+		if q.heavy && m.units[k].light {
+			m.units[k].weight *= LightWeight
+		}
+		m.units[k].specific = float64(df) <= max(SpecificShare*n, minSpecificDocs) && !m.units[k].light
 		m.total += m.units[k].weight
 	}
 	return m
