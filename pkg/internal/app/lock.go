@@ -10,11 +10,11 @@ import (
 
 // lockDataDir takes an exclusive, non-blocking lock on dir/LOCK for the embedded NATS store.
 func lockDataDir(dir string) (func(), error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create %s: %w", dir, err)
 	}
 	path := filepath.Join(dir, "LOCK")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}

@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/matememory/matememory/pkg/internal/fault"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/internal/conversation"
 	"github.com/matememory/matememory/pkg/internal/cronjob"
+	"github.com/matememory/matememory/pkg/internal/fault"
 	"github.com/matememory/matememory/pkg/internal/ledger"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
@@ -161,6 +162,10 @@ func TestRoundTrip(t *testing.T) {
 			// Run ids are unique in a deployment: agent 1's run stays agent 1's.
 			if rep.ConflictCount != 1 || rep.Conflicts[0].Kind != KindRun {
 				t.Fatalf("conflicts %+v; want the one run", rep.Conflicts)
+			}
+			// The refusal does not say whose run it is: the importer may act for agent 2 only.
+			if reason := rep.Conflicts[0].Reason; regexp.MustCompile(`(?i)agent\s*\d|\d+'s`).MatchString(reason) || !strings.Contains(reason, "already taken") {
+				t.Fatalf("conflict reason %q names another agent (or does not say the id is taken)", reason)
 			}
 			noRuns := Includes{History: true, Messages: true}
 			sameRecords(t, export(t, src, 1, noRuns), export(t, src, 2, noRuns))

@@ -490,7 +490,8 @@ func (im *importer) run(r Run) error {
 			im.rep.Unchanged.Run++
 			return nil
 		}
-		im.rep.conflict(Conflict{Kind: KindRun, Name: r.RunID, Reason: fmt.Sprintf("run id %s is agent %d's in this deployment (run ids are unique); not copied", r.RunID, rows[0].AgentID)})
+		// Whose it is stays unsaid: the caller may act for this agent only.
+		im.rep.conflict(Conflict{Kind: KindRun, Name: r.RunID, Reason: fmt.Sprintf("run id %s is already taken in this deployment (run ids are unique); not copied", r.RunID)})
 		return nil
 	}
 	row := store.MemoryRun{RunID: r.RunID, Kind: r.RunKind, AgentID: im.agentID, EventID: r.EventID, Conversations: r.Conversations,

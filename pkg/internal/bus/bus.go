@@ -40,8 +40,12 @@ func StartEmbedded(o EmbeddedOptions) (*server.Server, error) {
 	if o.StoreDir == "" {
 		return nil, errors.New("embedded nats: a store directory is required")
 	}
-	if err := os.MkdirAll(o.StoreDir, 0o755); err != nil {
+	// The store holds every event (messages included): its owner's only.
+	if err := os.MkdirAll(o.StoreDir, 0o700); err != nil {
 		return nil, fmt.Errorf("embedded nats: create store dir: %w", err)
+	}
+	if err := os.Chmod(o.StoreDir, 0o700); err != nil { // one an earlier version made 0755
+		return nil, fmt.Errorf("embedded nats: make the store dir private (mode 0700): %w", err)
 	}
 	opts := &server.Options{
 		ServerName: o.ServerName,

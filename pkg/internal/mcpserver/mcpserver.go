@@ -71,6 +71,9 @@ type Options struct {
 	Guard *panics.Guard
 }
 
+// CacheScope is the cacheScope of every cacheable result (lists, resources/read).
+const CacheScope = "private"
+
 // Server is an MCP server bound to one agent.
 type Server struct {
 	*mcp.Server
@@ -96,6 +99,10 @@ func New(t Caller, agentID int64, o Options) *Server {
 		Logger:       sdkLogger(o.Log),
 		Capabilities: caps,
 		Instructions: instructions(o.Language, agentID, hasSearch(t)),
+		// Every list and read result is about one agent's memory (its files, their content)
+		// and answered to that agent's key: only the requesting client may cache it, never a
+		// shared intermediary (the SDK's default is "public").
+		SetCacheable: func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { c.CacheScope = CacheScope },
 	}
 	if o.Guard == nil {
 		o.Guard = panics.New(o.Log, nil)

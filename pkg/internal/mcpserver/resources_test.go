@@ -161,3 +161,32 @@ func connectInMemory(t *testing.T, ctx context.Context, s *Server) *mcp.ClientSe
 	t.Cleanup(func() { _ = cs.Close() })
 	return cs
 }
+
+// Every cacheable result (the tool and resource lists, a resource's content) is one
+// agent's memory: its cacheScope is "private", never the SDK's default "public".
+func TestCacheableResultsArePrivate(t *testing.T) {
+	ctx := context.Background()
+	cs := connectInMemory(t, ctx, New(&panicky{}, 9, Options{Language: "en"}))
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := cs.ListResources(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := cs.ListResourceTemplates(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: ResourceURI("a b.md")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, got := range map[string]string{"tools/list": tools.CacheScope, "resources/list": res.CacheScope,
+		"resources/templates/list": tmpl.CacheScope, "resources/read": read.CacheScope} {
+		if got != "private" {
+			t.Errorf("%s cacheScope = %q, want \"private\"", name, got)
+		}
+	}
+}

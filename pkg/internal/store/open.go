@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -60,10 +61,14 @@ func Open(driver, dsn, dataDir string, opts ...Option) (*gorm.DB, error) {
 	switch driver {
 	case "sqlite":
 		if dsn == "" {
-			if err := os.MkdirAll(dataDir, 0o755); err != nil {
+			if err := os.MkdirAll(dataDir, 0o700); err != nil {
 				return nil, fmt.Errorf("create data dir %s: %w", dataDir, err)
 			}
-			dsn = "file:" + filepath.Join(dataDir, "matememory.db")
+			path := filepath.Join(dataDir, "matememory.db")
+			if err := privateDatabase(path); err != nil {
+				return nil, err
+			}
+			dsn = "file:" + path
 		}
 		dsn, err := sqliteDSN(dsn, o.sqliteSync)
 		if err != nil {
@@ -125,6 +130,33 @@ const (
 	MySQLConnMaxIdleTime = 10 * time.Minute
 	MySQLConnMaxLifetime = time.Hour
 )
+
+// privateDatabase makes the SQLite database at path readable by its owner only: SQLite
+// creates a database 0644 (less the umask) and gives its -wal, -shm and -journal files the
+// database's mode, so the database is created 0600 before SQLite opens it (an empty file is
+// an empty database), and files an earlier version left readable to others are narrowed.
+func privateDatabase(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("create sqlite database %s: %w", path, err)
+	}
+	_ = f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-journal"} {
+		st, err := os.Stat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("check the mode of %s: %w", p, err)
+		}
+		if st.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(p, st.Mode().Perm()&0o700); err != nil {
+				return fmt.Errorf("make %s private (mode 0600): %w", p, err)
+			}
+		}
+	}
+	return nil
+}
 
 // Driver timeouts a MySQL DSN gets unless it sets its own: a connection that stops
 // answering (packets dropped, no reset) fails a read or write after these instead of

@@ -3,6 +3,10 @@ package store_test
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -108,5 +112,54 @@ func TestSQLiteTimeFormat(t *testing.T) {
 	}
 	if !back.Equal(at) {
 		t.Fatalf("read back %s, want %s", back, at)
+	}
+}
+
+// The database holds every agent's memory: the data folder Open creates is its owner's
+// only (0700), and so are the database and its -wal and -shm files (0600), whatever the
+// umask; a database an earlier version left 0644 is narrowed when it is opened.
+func TestSQLiteFilesArePrivate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	db, err := store.Open("sqlite", "", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Exec("CREATE TABLE t (x TEXT)").Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Exec("INSERT INTO t VALUES ('secret')").Error; err != nil {
+		t.Fatal(err)
+	}
+	wantMode(t, dir, 0o700)
+	path := filepath.Join(dir, "matememory.db")
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		wantMode(t, p, 0o600)
+	}
+	_ = store.Close(db)
+
+	for _, p := range []string{path, path + "-wal"} {
+		if err := os.Chmod(p, 0o644); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+	db, err = store.Open("sqlite", "", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close(db)
+	wantMode(t, path, 0o600)
+	if st, err := os.Stat(path + "-wal"); err == nil && st.Mode().Perm() != 0o600 {
+		t.Fatalf("%s-wal is %v after reopening, want 0600", path, st.Mode().Perm())
+	}
+}
+
+func wantMode(t *testing.T, path string, want fs.FileMode) {
+	t.Helper()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Mode().Perm(); got != want {
+		t.Fatalf("%s is %v, want %v", path, got, want)
 	}
 }
