@@ -21,6 +21,7 @@ import (
 	"github.com/matememory/matememory/pkg/eventpub"
 	"github.com/matememory/matememory/pkg/internal/app"
 	"github.com/matememory/matememory/pkg/internal/config"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/recall"
 )
 
@@ -164,21 +165,28 @@ func TestNATSAccountsAndPermissions(t *testing.T) {
 	}
 
 	// The api user reads the agent's record in the lease bucket (its pending view): the worker
-	// wrote it when it took and released the lease.
-	resp, err := http.Get("http://" + api.Addr + "/api/v1/agents/5/pending")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// wrote it when it took and released the lease. The note is written before the lease is
+	// released, so the view may say "leased" for a moment: wait for the release.
 	var pending struct {
 		Msg  string `json:"msg"`
 		Data struct {
 			State string `json:"state"`
 		} `json:"data"`
 	}
-	err = json.NewDecoder(resp.Body).Decode(&pending)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK || pending.Data.State != "idle" {
-		t.Fatalf("the api user reading agent 5's pending work: %d %+v %v", resp.StatusCode, pending, err)
+	poll.UntilReason(t, 30*time.Second, "the worker's lease on agent 5 released", func() (bool, string) {
+		resp, err := http.Get("http://" + api.Addr + "/api/v1/agents/5/pending")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&pending)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("the api user reading agent 5's pending work: %d %+v %v", resp.StatusCode, pending, err)
+		}
+		return pending.Data.State != "leased", pending.Data.State
+	})
+	if pending.Data.State != "idle" {
+		t.Fatalf("agent 5's pending work after the extraction: %+v, want idle", pending)
 	}
 
 	// The daily note is searchable through the api: the workers announce the change to the

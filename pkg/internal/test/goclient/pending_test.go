@@ -2,6 +2,7 @@ package goclient_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/matememory/matememory/pkg/internal/apptest"
 	"github.com/matememory/matememory/pkg/internal/config"
 	"github.com/matememory/matememory/pkg/internal/llm/llmtest"
+	"github.com/matememory/matememory/pkg/internal/poll"
 )
 
 // An event waiting for the agent's cooldown shows in Pending, with its conversation; once a
@@ -36,25 +38,31 @@ func TestPending(t *testing.T) {
 		}
 		return e.EventID
 	}
-	first := publish("c-1")
-	waitRuns(t, c, 1, client.RunFilter{EventID: first}, func(r client.Run) bool { return r.Status == client.StatusCompleted })
-
-	second := publish("c-2")
-	var p *client.Pending
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var err error
-		if p, err = c.Pending(ctx(t), 1); err != nil {
+	pending := func() *client.Pending {
+		t.Helper()
+		p, err := c.Pending(ctx(t), 1)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if p.Waiter != nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the second event never waited for the cooldown: %+v", p)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return p
 	}
+	var p *client.Pending
+	// The run completes, then the worker releases the agent's lease with the cooldown in the
+	// record: wait for that, the state the second event is meant to meet (an event arriving
+	// while the lease is still held is deferred until it is free, not made the cooldown's
+	// waiter).
+	first := publish("c-1")
+	waitRuns(t, c, 1, client.RunFilter{EventID: first}, func(r client.Run) bool { return r.Status == client.StatusCompleted })
+	poll.UntilReason(t, 30*time.Second, "the lease released with the first run's cooldown", func() (bool, string) {
+		p = pending()
+		return p.Lease == nil && p.Cooldown != nil, fmt.Sprintf("%+v", p)
+	})
+
+	second := publish("c-2")
+	poll.UntilReason(t, 30*time.Second, "the second event to wait for the cooldown", func() (bool, string) {
+		p = pending()
+		return p.Waiter != nil, fmt.Sprintf("%+v", p)
+	})
 	if p.State != client.PendingStateCooldown || p.Waiter.EventID != second || p.Cooldown == nil || !p.Cooldown.Until.After(p.Now) ||
 		len(p.Conversations) != 1 || p.Conversations[0].ConversationID != "c-2" || p.Conversations[0].Messages != 4 || p.Summary == "" {
 		t.Fatalf("pending during the cooldown: %+v", p)
@@ -66,8 +74,15 @@ func TestPending(t *testing.T) {
 	if out, err := c.Summarize(ctx(t), 1, "c-2"); err != nil || out.Status != client.StatusCompleted {
 		t.Fatalf("manual summarize: %+v %v", out, err)
 	}
-	if p, err := c.Pending(ctx(t), 1); err != nil || p.State != client.PendingStateIdle || len(p.Conversations) != 0 || len(p.Coalesced) != 0 {
-		t.Fatalf("pending after the extraction: %+v %v", p, err)
+	// The summarize answers once its run completed; the worker releases the agent's lease
+	// just after (the pending view says "leased" until then): wait for the release, then
+	// nothing may wait.
+	poll.UntilReason(t, 30*time.Second, "the lease released after the extraction", func() (bool, string) {
+		p = pending()
+		return p.State != client.PendingStateLeased, fmt.Sprintf("%+v", p)
+	})
+	if p.State != client.PendingStateIdle || p.Lease != nil || len(p.Conversations) != 0 || len(p.Coalesced) != 0 {
+		t.Fatalf("pending after the extraction: %+v", p)
 	}
 	if _, err := c.Pending(ctx(t), 2); !client.IsForbidden(err) {
 		t.Fatalf("another agent's pending work: err = %v", err)
