@@ -52,7 +52,9 @@ const (
 
 // TooLargeToAsk reports whether a file of tokens is too large to ask the model to fit to
 // budget (AskLimit, AskFactor).
-func TooLargeToAsk(tokens, budget int) bool { return tokens > AskLimit || (budget > 0 && tokens > AskFactor*budget) }
+func TooLargeToAsk(tokens, budget int) bool {
+	return tokens > AskLimit || (budget > 0 && tokens > AskFactor*budget)
+}
 
 // Request is one consolidation to ask for.
 type Request struct {

@@ -267,3 +267,50 @@ func TestMateClawTemplateWithoutBudget(t *testing.T) {
 		}
 	})
 }
+
+// The rewrite guard does not punish the model that obeys: an answer that brings an
+// over-budget MEMORY.md within its budget by leaving entries to the archive loses nothing,
+// so it is not refused as destructive (issue 29); what it left out is in the archive.
+func TestEmergenceShrinkingAnOverBudgetFileIsKept(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		const agent = 23
+		var full, kept strings.Builder
+		full.WriteString("# MEMORY.md\n\n## Facts\n")
+		kept.WriteString("# MEMORY.md\n\n## Facts\n")
+		for i := 0; i < 60; i++ {
+			l := fmt.Sprintf("- F-%03d: the user's order %d ships from warehouse %d\n", i, i, i%7)
+			full.WriteString(l)
+			if i >= 50 {
+				kept.WriteString(l)
+			}
+		}
+		f := newFixture(t, db, func(llmtest.Received) llmtest.Reply {
+			return llmtest.Reply{Content: jsonReply(true, "fitted to the budget", kept.String())}
+		})
+		budget := 300
+		if _, err := f.ws.SetBudgets(context.Background(), agent, &budget, nil); err != nil {
+			t.Fatal(err)
+		}
+		f.write(agent, "MEMORY.md", full.String())
+		f.write(agent, "memory/2026-04-03.md", "# 2026-04-03\n\n- Orders reviewed.\n")
+		if n := f.ws.CountTokens(full.String()); n <= budget {
+			t.Fatalf("the fixture's MEMORY.md is %d tokens, within its budget %d", n, budget)
+		}
+		st, a := f.trigger(agent)
+		if st != 200 || a.Data.RunStatus != store.RunCompleted {
+			t.Fatalf("trigger: %d %+v", st, a)
+		}
+		if mem := f.memory(agent).Content; mem != strings.TrimSpace(kept.String()) {
+			t.Fatalf("MEMORY.md:\n%s", mem)
+		}
+		note, err := f.ws.Get(context.Background(), agent, archiveNote)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 50; i++ {
+			if l := fmt.Sprintf("- F-%03d: the user's order %d ships from warehouse %d\n", i, i, i%7); !strings.Contains(note.Content, l) {
+				t.Fatalf("%q not in the archive", l)
+			}
+		}
+	})
+}

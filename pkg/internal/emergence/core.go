@@ -48,7 +48,7 @@ func (w *Worker) fit(ctx context.Context, p prepared, before workspace.File, con
 		removed = append(removed, e.Text)
 	}
 	return fitted{content: f.Content, blocks: f.Parts(MemoryFile, form, runID, now, consolidate.PartBytes(w.ws.MaxBytes())),
-		day: p.win.to, // the agent's today, as the daily notes are dated
+		day:     p.win.to, // the agent's today, as the daily notes are dated
 		removed: strings.Join(removed, "\n"), demoted: len(f.Demoted)}
 }
 

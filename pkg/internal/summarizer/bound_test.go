@@ -200,9 +200,9 @@ func TestSectionPerFactKeepsTheBound(t *testing.T) {
 		h.worker(h.service("w1"))
 		for d := 0; d < 25; d++ {
 			conv := fmt.Sprintf("c%d", d)
-			h.conversation(21, conv, "t"+conv, 2)
+			h.conversation(21, conv, "t"+conv, 4)
 			ev := fmt.Sprintf("e-%d", d)
-			h.publish(completed(21, conv, ev, 2))
+			h.publish(completed(21, conv, ev, 4))
 			poll.Until(t, 20*time.Second, "settled", func() bool { return h.settled() && len(h.runs(ev)) > 0 })
 		}
 		hist, err := h.ws.History(context.Background(), 21, "MEMORY.md")
@@ -219,6 +219,9 @@ func TestSectionPerFactKeepsTheBound(t *testing.T) {
 				t.Fatalf("a MEMORY.md version of %d tokens, budget %d:\n%s", tk, budget, v)
 			}
 		}
+		if n.Load() < 20 {
+			t.Fatalf("%d extractions asked the model, want 25", n.Load())
+		}
 		arch, _ := archived(t, h, 21)
 		for i := int64(1); i <= n.Load(); i++ {
 			for _, l := range []string{fmt.Sprintf("## Topic T-%04d", i), fmt.Sprintf("- F-%06d: fact number %d", i, i)} {
@@ -226,6 +229,54 @@ func TestSectionPerFactKeepsTheBound(t *testing.T) {
 					t.Fatalf("%q lost", l)
 				}
 			}
+		}
+	})
+}
+
+// A consolidation the model refuses is not asked again on every extraction: the service fits
+// the file by demotion at once (even a file the extraction does not write), and the model is
+// not asked to consolidate that file again for a while.
+func TestRefusedConsolidationBacksOff(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		var consolidations atomic.Int64
+		fake := llmtest.New(t, func(r llmtest.Received) llmtest.Reply {
+			if strings.Contains(userOf(r), "<core_file>") {
+				consolidations.Add(1)
+				return llmtest.Reply{Content: `{"reason": "x", "edits": [{"op": "delete", "old": "no such line"}]}`}
+			}
+			return answer(map[string]any{"should_update": true, "reason": "r", "daily_entry": "- noted"})
+		})
+		h := newHarness(t, db, withLLM(fake))
+		budget := 200
+		if _, err := h.ws.SetBudgets(context.Background(), 21, nil, &budget); err != nil {
+			t.Fatal(err)
+		}
+		h.worker(h.service("w1"))
+		for d := 0; d < 4; d++ {
+			// A person writes PROFILE.md over its budget again before each extraction.
+			var b strings.Builder
+			b.WriteString("# PROFILE.md\n\n")
+			for i := 0; i < 40; i++ {
+				fmt.Fprintf(&b, "- P-%d-%02d: the user prefers option %d on day %d\n", d, i, i, d)
+			}
+			seedFile(t, h, 21, "PROFILE.md", b.String())
+			conv := fmt.Sprintf("c%d", d)
+			h.conversation(21, conv, "t"+conv, 4)
+			ev := fmt.Sprintf("e-%d", d)
+			h.publish(completed(21, conv, ev, 4))
+			poll.Until(t, 20*time.Second, "settled", func() bool { return h.settled() && len(h.runs(ev)) > 0 })
+			prof, _ := h.file(21, "PROFILE.md")
+			if n := h.ws.CountTokens(prof.Content); n > budget {
+				t.Fatalf("extraction %d: PROFILE.md %d tokens, budget %d (run %q)", d, n, budget, h.runs(ev)[0].Reason)
+			}
+			// What the extraction took out of the person's PROFILE.md is in the archive.
+			arch, _ := archived(t, h, 21)
+			if l := lost(b.String(), prof.Content, arch); len(l) > 0 {
+				t.Fatalf("extraction %d: %d lines lost, first %q", d, len(l), l[0])
+			}
+		}
+		if n := consolidations.Load(); n != 1 {
+			t.Errorf("%d consolidation calls for 4 extractions, want 1 (then backed off)", n)
 		}
 	})
 }
