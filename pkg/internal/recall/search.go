@@ -308,6 +308,7 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 		return res, nil
 	}
 	cands = s.score(cands, qvec)
+	cands = best(cands, 4*q.MaxResults)
 	byScore(cands)
 	cands = pool(cands, q.MaxResults)
 	// A candidate's best-matching fact is analysed only when a step needs it.
@@ -517,6 +518,36 @@ func (s *Searcher) focus(cands []cand, facts *factCache, m lexical.Match, qvec [
 		}
 	}
 	byScoreWith(cands, facts.f)
+}
+
+// best keeps the candidates kept (not drop) that score at least the n-th best of them, and
+// those that drop: what pool takes from, without sorting every chunk that matches (an
+// explicit search ranks every match, in hybrid mode every chunk with a cosine).
+func best(cands []cand, n int) []cand {
+	kept := 0
+	for k := range cands {
+		if !cands[k].drop {
+			kept++
+		}
+	}
+	if kept <= 2*n {
+		return cands
+	}
+	scores := make([]float64, 0, kept)
+	for k := range cands {
+		if !cands[k].drop {
+			scores = append(scores, cands[k].score)
+		}
+	}
+	slices.Sort(scores)
+	at := scores[len(scores)-n]
+	out := cands[:0]
+	for _, cd := range cands {
+		if cd.drop || cd.score >= at {
+			out = append(out, cd)
+		}
+	}
+	return out
 }
 
 // pool keeps, of candidates sorted by score, the best 4 × maxResults of those kept and 2 ×
