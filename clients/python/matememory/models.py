@@ -841,6 +841,7 @@ class RecallHit(TypedDict):
     filename: str
     heading: NotRequired[str]
     lexical: float
+    relevance: float
     score: float
     snippet: str
     source: str
@@ -853,6 +854,7 @@ class RecallHit(TypedDict):
 class RecallResult(TypedDict):
     """The RecallResult schema."""
     agentId: int
+    confident: bool
     degraded: bool
     hits: list[RecallHit] | None
     mode: str
@@ -880,6 +882,8 @@ class SearchBody(TypedDict):
     "Only files whose name starts with this."
     maxResults: NotRequired[int]
     "At most this many hits (default 6)."
+    minRelevance: NotRequired[float]
+    "Only hits whose relevance is at least this (0.5 and above: confident). Omitted: every matching hit, ranked."
     query: str
     "What to look for."
     since: NotRequired[str]

@@ -1661,6 +1661,8 @@ export interface components {
             /** Format: double */
             lexical: number;
             /** Format: double */
+            relevance: number;
+            /** Format: double */
             score: number;
             snippet: string;
             source: string;
@@ -1674,6 +1676,7 @@ export interface components {
         RecallResult: {
             /** Format: int64 */
             agentId: number;
+            confident: boolean;
             degraded: boolean;
             hits: components["schemas"]["RecallHit"][] | null;
             mode: string;
@@ -1707,6 +1710,12 @@ export interface components {
              * @description At most this many hits (default 6).
              */
             maxResults?: number;
+            /**
+             * Format: double
+             * @description Only hits whose relevance is at least this (0.5 and above: confident). Omitted: every matching hit, ranked.
+             * @example 0.5
+             */
+            minRelevance?: number;
             /**
              * @description What to look for.
              * @example green tea

@@ -26,6 +26,15 @@ type snapshot struct {
 	// files is the index state (mate_recall_file) each file's chunks were read at; a refresh
 	// re-reads only the files whose state moved.
 	files map[string]fileState
+	// sents are chunks' sentences with their terms, analysed on a search's first need
+	// (*cachedChunk -> []sentence): the best-fact steps read them again on every search.
+	sents sync.Map
+}
+
+// sentence is a line or sentence of a chunk and its analysed terms.
+type sentence struct {
+	text  string
+	terms []string
 }
 
 type fileState struct {

@@ -132,8 +132,9 @@ func TestLexicalOnlySaysSo(t *testing.T) {
 	if res.Mode != recall.ModeLexical || res.Degraded || !strings.Contains(res.Notice, "no embedding endpoint") {
 		t.Errorf("want lexical mode with a notice, got %+v", res)
 	}
-	if len(res.Hits) != 1 || res.Hits[0].Decay != 1 || res.Hits[0].Dated {
-		t.Errorf("MEMORY.md hit must not decay: %+v", res.Hits)
+	// Issue 30: an undated file stands at the decay floor, where the oldest note ends.
+	if len(res.Hits) != 1 || res.Hits[0].Decay != recall.Defaults().DecayFloor || res.Hits[0].Dated {
+		t.Errorf("MEMORY.md hit must stand at the decay floor: %+v", res.Hits)
 	}
 }
 

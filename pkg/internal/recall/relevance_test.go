@@ -105,3 +105,23 @@ func TestExactAndRareMatchesAreNeverLost(t *testing.T) {
 		}
 	}
 }
+
+// Issue 30: kinds and dates are fair. A daily note however old stands at least where an
+// undated file does (the decay floor), and the seeded instruction files (AGENTS.md, SOUL.md)
+// do not outrank a note for what happened.
+func TestDatesAndKindsAreFair(t *testing.T) {
+	r := newRig(t, storetest.SQLite(t), false)
+	r.write(t, 1, "memory/2025-01-10.md", "# 2025-01-10\n\nThe user moved the book club to Thursdays, at the old library.\n")
+	r.write(t, 1, "SOUL.md", "# SOUL\n\nBook club Thursdays.\n")
+	r.write(t, 1, "MEMORY.md", "# MEMORY\n\n- The user likes tea.\n")
+	res := r.search(t, 1, recall.Query{Text: "book club Thursdays"})
+	if len(res.Hits) != 2 || res.Hits[0].Filename != "memory/2025-01-10.md" || res.Hits[1].Filename != "SOUL.md" {
+		t.Fatalf("want the note, then SOUL.md; got %v", files(res))
+	}
+	if floor := recall.Defaults().DecayFloor; res.Hits[0].Decay < floor || res.Hits[1].Decay >= floor {
+		t.Errorf("decay: the old note %v (at least the floor %v wanted), SOUL.md %v (below it wanted)", res.Hits[0].Decay, floor, res.Hits[1].Decay)
+	}
+	if mem := r.search(t, 1, recall.Query{Text: "tea"}); len(mem.Hits) == 0 || mem.Hits[0].Decay != recall.Defaults().DecayFloor {
+		t.Errorf("MEMORY.md must stand at the decay floor: %+v", mem.Hits)
+	}
+}

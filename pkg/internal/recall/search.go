@@ -308,10 +308,11 @@ func (s *Searcher) Search(ctx context.Context, agentID int64, q Query) (Result, 
 		return res, nil
 	}
 	cands = s.score(cands, qvec)
+	cands = best(cands, 4*q.MaxResults)
 	byScore(cands)
 	cands = pool(cands, q.MaxResults)
 	// A candidate's best-matching fact is analysed only when a step needs it.
-	facts := &factCache{s: s, lq: lq, f: make([]*fact, len(cands))}
+	facts := &factCache{s: s, ai: ai, lq: lq, f: make([]*fact, len(cands))}
 	s.focus(cands, facts, m, qvec, q.MaxResults)
 	cands = s.settle(cands, facts, m, q.MaxResults)
 	order := s.diversify(cands, facts, qvec != nil, q.MaxResults)
@@ -457,19 +458,37 @@ func (s *Searcher) score(cands []cand, qvec []float32) []cand {
 	kept := cands[:0]
 	now := s.now()
 	for _, cd := range cands {
-		cd.decay = 1
-		if cd.c.dated && s.set.HalfLifeDays > 0 {
-			if age := now.Sub(cd.c.date).Hours() / 24; age > 0 {
-				f := s.set.DecayFloor
-				cd.decay = f + (1-f)*math.Pow(0.5, age/s.set.HalfLifeDays)
-			}
-		}
+		cd.decay = s.decay(cd.c, now)
 		if s.blend(&cd, qvec) < s.set.MinScore && !cd.drop {
 			continue
 		}
 		kept = append(kept, cd)
 	}
 	return kept
+}
+
+// instructionFactor is what the seeded instruction files (AGENTS.md, SOUL.md) weigh beside
+// notes: they say how the agent works, not what happened.
+const instructionFactor = 0.5
+
+// decay is a chunk's age and kind factor: a dated note's decays from 1 to the floor with its
+// age; an undated file stands at the floor (a daily note never ranks below the same text in
+// MEMORY.md for being old); the instruction files at half the floor.
+func (s *Searcher) decay(c *cachedChunk, now time.Time) float64 {
+	if s.set.HalfLifeDays <= 0 {
+		return 1
+	}
+	f := s.set.DecayFloor
+	if !c.dated {
+		if c.filename == "AGENTS.md" || c.filename == "SOUL.md" {
+			return f * instructionFactor
+		}
+		return f
+	}
+	if age := now.Sub(c.date).Hours() / 24; age > 0 {
+		return f + (1-f)*math.Pow(0.5, age/s.set.HalfLifeDays)
+	}
+	return 1
 }
 
 // blend sets cd's score from its parts and returns its relevance before the boost and the
@@ -517,6 +536,36 @@ func (s *Searcher) focus(cands []cand, facts *factCache, m lexical.Match, qvec [
 		}
 	}
 	byScoreWith(cands, facts.f)
+}
+
+// best keeps the candidates kept (not drop) that score at least the n-th best of them, and
+// those that drop: what pool takes from, without sorting every chunk that matches (an
+// explicit search ranks every match, in hybrid mode every chunk with a cosine).
+func best(cands []cand, n int) []cand {
+	kept := 0
+	for k := range cands {
+		if !cands[k].drop {
+			kept++
+		}
+	}
+	if kept <= 2*n {
+		return cands
+	}
+	scores := make([]float64, 0, kept)
+	for k := range cands {
+		if !cands[k].drop {
+			scores = append(scores, cands[k].score)
+		}
+	}
+	slices.Sort(scores)
+	at := scores[len(scores)-n]
+	out := cands[:0]
+	for _, cd := range cands {
+		if cd.drop || cd.score >= at {
+			out = append(out, cd)
+		}
+	}
+	return out
 }
 
 // pool keeps, of candidates sorted by score, the best 4 × maxResults of those kept and 2 ×
@@ -935,13 +984,14 @@ type fact struct {
 // factCache analyses candidates' best facts on first use (f is aligned with the candidates).
 type factCache struct {
 	s  *Searcher
+	ai *snapshot
 	lq lexical.Query
 	f  []*fact
 }
 
 func (fc *factCache) get(cands []cand, k int) *fact {
 	if fc.f[k] == nil {
-		f := fc.s.bestFact(cands[k].c.text, fc.lq)
+		f := fc.s.bestFact(fc.s.sentences(fc.ai, cands[k].c), fc.lq)
 		fc.f[k] = &f
 	}
 	return fc.f[k]
@@ -970,7 +1020,7 @@ func (fc *factCache) cue(cands []cand, k int) bool {
 
 // bestFact returns the line or sentence of text that holds most of the query's terms
 // (empty when none holds any).
-func (s *Searcher) bestFact(text string, lq lexical.Query) fact {
+func (s *Searcher) bestFact(sents []sentence, lq lexical.Query) fact {
 	want := make(map[string]int, len(lq.Terms))
 	for i, t := range lq.Terms {
 		if _, dup := want[t]; !dup {
@@ -979,8 +1029,8 @@ func (s *Searcher) bestFact(text string, lq lexical.Query) fact {
 	}
 	var best fact
 	bestN, bestLen := 0, 0
-	for _, f := range splitFacts(text) {
-		ts := s.an.Terms(f)
+	for _, sn := range sents {
+		f, ts := sn.text, sn.terms
 		var held uint64
 		var beyond map[int]bool // query terms past the mask's 64, rare
 		n := 0
@@ -1005,8 +1055,26 @@ func (s *Searcher) bestFact(text string, lq lexical.Query) fact {
 			best, bestN, bestLen = fact{text: f, terms: ts, mask: held}, n, len(ts)
 		}
 	}
-	best.terms = termSet(s.an.Content(best.terms))
+	best.terms = termSet(s.an.Content(slices.Clone(best.terms)))
 	return best
+}
+
+// sentences are chunk c's lines and sentences with their terms, analysed once per snapshot.
+func (s *Searcher) sentences(ai *snapshot, c *cachedChunk) []sentence {
+	if ai != nil {
+		if v, ok := ai.sents.Load(c); ok {
+			return v.([]sentence)
+		}
+	}
+	facts := splitFacts(c.text)
+	out := make([]sentence, len(facts))
+	for k, f := range facts {
+		out[k] = sentence{text: f, terms: s.an.Terms(f)}
+	}
+	if ai != nil {
+		ai.sents.Store(c, out)
+	}
+	return out
 }
 
 // splitFacts cuts text into facts: lines (a bullet is a line), and a long line at the end of

@@ -343,8 +343,10 @@ func TestOlderIndexFormatIsBuiltAgain(t *testing.T) {
 			}
 			db.DB.Model(&store.RecallFile{}).Where("agent_id = 8 AND filename = ?", c.name).Update("format", c.format)
 		}
+		// Confident hits only (auto-recall's): an explicit search also ranks the chunk that
+		// holds "hint" without the compound.
 		hits := func(q string) int {
-			res, err := recall.NewSearcher(db.DB, lexical.NewAnalyzer(), recall.Settings{}).Search(ctx, 8, recall.Query{Text: q})
+			res, err := recall.NewSearcher(db.DB, lexical.NewAnalyzer(), recall.Settings{}).Search(ctx, 8, recall.Query{Text: q, Auto: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -130,3 +130,49 @@ func TestEvaluationHybridNotWorseThanLexical(t *testing.T) {
 		t.Errorf("lexical recall@5 %.3f is implausibly low: the set or the indexing is broken", lex.RecallAtK)
 	}
 }
+
+// Issue 30: `api eval locomo` reads LoCoMo's format, stores the sessions as conversations
+// and as daily notes, and scores MateMemory beside FTS5 over the same chunks (a small
+// fixture of LoCoMo's shape: the data itself states no licence and is not in the repo).
+func TestLocomoRun(t *testing.T) {
+	samples, err := evalset.LoadLocomo("testdata/locomo-mini.json", []string{"mini-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(samples) != 1 || len(samples[0].Sessions) != 2 || samples[0].Sessions[1].Date.Format(time.DateOnly) != "2023-06-27" {
+		t.Fatalf("loaded %+v", samples)
+	}
+	ctx := context.Background()
+	db := storetest.SQLite(t)
+	an := lexical.NewAnalyzer()
+	clock := func() time.Time { return time.Date(2023, 7, 1, 0, 0, 0, 0, time.UTC) }
+	ws := workspace.New(db.DB, workspace.WithDefaults("en", "UTC"), workspace.WithClock(clock))
+	ix := recall.NewIndexer(db.DB, an, recall.Settings{}, recall.WithClock(clock))
+	se := recall.NewSearcher(db.DB, an, recall.Settings{}, recall.SearchWithClock(clock))
+	rows, err := evalset.RunLocomo(ctx, db.DB, ws, ix, se, samples, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	evalset.PrintLocomo(&b, rows)
+	t.Logf("\n%s", b.String())
+	if len(rows) != 8 {
+		t.Fatalf("%d rows; MateMemory and three FTS5 tokenizers over two sources wanted", len(rows))
+	}
+	for _, m := range rows {
+		if m.Questions != 4 {
+			t.Errorf("%s / %s: %d answerable questions, want 4 (the adversarial one apart)", m.System, m.Source, m.Questions)
+		}
+		if strings.HasPrefix(m.System, "MateMemory") {
+			if m.Session[5] < 1 || m.Turn[5] < 1 || m.NoHit != 0 {
+				t.Errorf("%s / %s: session R@5 %.2f, turn R@5 %.2f, no hit %.2f; every question found wanted", m.System, m.Source, m.Session[5], m.Turn[5], m.NoHit)
+			}
+			if m.AUC < 0 {
+				t.Errorf("%s / %s: no AUC for the adversarial question", m.System, m.Source)
+			}
+		}
+		if strings.Contains(m.System, "porter") && m.Session[10] < 1 {
+			t.Errorf("%s / %s: FTS5 found %.2f of the sessions: the baseline is broken", m.System, m.Source, m.Session[10])
+		}
+	}
+}

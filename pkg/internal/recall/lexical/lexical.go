@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/blevesearch/bleve/v2/analysis"
@@ -101,6 +102,9 @@ func NewAnalyzer() *Analyzer {
 	}
 	return a
 }
+
+// lightTerms are the analysed function words (the document lengths of BM25 leave them out).
+var lightTerms = sync.OnceValue(func() map[string]bool { return NewAnalyzer().light })
 
 // lightWords are English words of questions that the standard list of function words
 // (the, it, which) lacks. No word is removed: these and the standard list are weighed
@@ -383,8 +387,13 @@ func buildSegment(n int, each func(d int, add func(string))) *Segment {
 	sg := &Segment{vocab: map[string]uint32{}, docLen: make([]uint32, n)}
 	var doc uint32
 	var length uint32
+	light := lightTerms()
 	add := func(t string) {
-		length++
+		// A document's length counts its content words: function words are indexed (a
+		// query may be "it") but do not make a chunk longer than what it says.
+		if !light[t] {
+			length++
+		}
 		id, ok := sg.vocab[t]
 		if !ok {
 			id = uint32(len(sg.postings))
