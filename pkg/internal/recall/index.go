@@ -106,13 +106,7 @@ var errLostRace = errors.New("recall: another indexer committed first")
 
 func (i *Indexer) syncOnce(ctx context.Context, agentID int64, filename string) (SyncResult, error) {
 	db := i.db.WithContext(ctx)
-	var rec store.RecallFile
-	err := db.Where("agent_id = ? AND filename = ?", agentID, filename).Take(&rec).Error
-	hasRec := err == nil
-	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
-		return SyncResult{}, fmt.Errorf("read index state of %s of agent %d: %w", filename, agentID, err)
-	}
-	f, exists, err := i.load(ctx, db, agentID, filename)
+	rec, hasRec, f, exists, err := i.loadWithState(ctx, db, agentID, filename)
 	if err != nil {
 		return SyncResult{}, err
 	}
@@ -523,6 +517,52 @@ const ConversationPrefix = "conversation:"
 
 // IsConversation reports whether an indexed name is a conversation, not a workspace file.
 func IsConversation(name string) bool { return strings.HasPrefix(name, ConversationPrefix) }
+
+// loadWithState reads the index state of name (rec, when hasRec) and what name stands for
+// (f, when exists; see load). A live workspace file and its state are read in one statement
+// (every extraction's daily note comes here: issue 32); a conversation, or a file that is
+// gone, reads its state on its own.
+func (i *Indexer) loadWithState(ctx context.Context, db *gorm.DB, agentID int64, name string) (rec store.RecallFile, hasRec bool, f store.WorkspaceFile, exists bool, err error) {
+	if !IsConversation(name) {
+		var rows []fileWithState
+		if err := db.Raw("SELECT f.*, r.agent_id IS NOT NULL AS rec_found, COALESCE(r.file_id, 0) AS rec_file_id, "+
+			"COALESCE(r.version, 0) AS rec_version, COALESCE(r.chunks, 0) AS rec_chunks, "+
+			"COALESCE(r.embed_pending, 0) AS rec_embed_pending, COALESCE(r.format, 0) AS rec_format "+
+			"FROM mate_workspace_file f LEFT JOIN mate_recall_file r ON r.agent_id = f.agent_id AND r.filename = f.filename "+
+			"WHERE f.agent_id = ? AND f.filename = ? AND f.deleted = 0", agentID, name).Scan(&rows).Error; err != nil {
+			return rec, false, f, false, fmt.Errorf("read %s of agent %d with its index state: %w", name, agentID, err)
+		}
+		if len(rows) == 1 && rows[0].Filename == name {
+			r := rows[0]
+			if r.RecFound {
+				rec = store.RecallFile{AgentID: agentID, Filename: name, FileID: r.RecFileID, Version: r.RecVersion,
+					Chunks: r.RecChunks, EmbedPending: r.RecEmbedPending, Format: r.RecFormat}
+			}
+			return rec, r.RecFound, r.WorkspaceFile, true, nil
+		}
+	}
+	err = db.Where("agent_id = ? AND filename = ?", agentID, name).Take(&rec).Error
+	hasRec = err == nil
+	if err != nil && !errors.Is(err, gorm.ErrRecordNotFound) {
+		return rec, false, f, false, fmt.Errorf("read index state of %s of agent %d: %w", name, agentID, err)
+	}
+	if !IsConversation(name) {
+		return rec, hasRec, f, false, nil // not live: read above
+	}
+	f, exists, err = i.load(ctx, db, agentID, name)
+	return rec, hasRec, f, exists, err
+}
+
+// fileWithState is a live workspace file with its index state (rec_*: zero when none).
+type fileWithState struct {
+	store.WorkspaceFile `gorm:"embedded"`
+	RecFound            bool
+	RecFileID           int64
+	RecVersion          int64
+	RecChunks           int
+	RecEmbedPending     bool
+	RecFormat           int
+}
 
 // load reads what name stands for: a live workspace file, or (for "conversation:<id>") the
 // conversation's user and assistant messages rendered as a transcript whose version is its
