@@ -9,7 +9,7 @@ export CGO_ENABLED ?= 0
 .PHONY: run test test-race bench build lint fmt migrate tidy clean screenshots
 
 run: ## all-in-one: API + workers, embedded NATS and SQLite under $(MATE_DATA_DIR) (default ./data)
-	$(GO) run ./cmd/api -target=all
+	$(GO) run -buildvcs=true ./cmd/api -target=all
 
 test: ## unit and integration tests (SQLite always; MariaDB when MATE_TEST_MYSQL_DSN is set)
 	$(GO) test $(TESTFLAGS) $(PKGS)

@@ -430,7 +430,7 @@ func (a *App) Close() {
 func (a *App) Banner() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "MateMemory (%s) listening on http://%s\n", strings.Join(a.Opts.Targets, ","), a.Addr)
-	fmt.Fprintf(&b, "  version: %s\n", Version)
+	fmt.Fprintf(&b, "  version: %s\n", version())
 	if a.Console != nil {
 		fmt.Fprintf(&b, "  console: http://%s/console/\n", a.Addr)
 	}

@@ -20,7 +20,7 @@ import (
 // does; conversations it adds are announced to the indexer when they are a search source.
 func (a *App) newBundle() *bundle.Service {
 	m := a.Cfg.Mate
-	opts := []bundle.Option{bundle.WithMaxFileBytes(m.Memory.MaxFileBytes), bundle.WithGenerator("matememory " + Version)}
+	opts := []bundle.Option{bundle.WithMaxFileBytes(m.Memory.MaxFileBytes), bundle.WithGenerator("matememory " + version())}
 	if a.Opts.Clock != nil {
 		opts = append(opts, bundle.WithClock(a.Opts.Clock))
 	}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -20,8 +21,47 @@ import (
 )
 
 // Version is the build's version, stamped at build time by the Makefile and the image:
-// -ldflags "-X github.com/matememory/matememory/pkg/internal/app.Version=v1.2.3".
+// -ldflags "-X github.com/matememory/matememory/pkg/internal/app.Version=v1.2.3". Without
+// it, the version is read from what the go command embedded (see version).
 var Version = "dev"
+
+// version is the build's version: Version when the link stamped it; else the module's
+// version (go install …@v1.2.3); else the commit the go command stamped (go build, or go
+// run -buildvcs=true as make run does), with "-dirty" when the tree had changes; else "dev".
+func version() string { return versionOf(Version, debug.ReadBuildInfo) }
+
+func versionOf(stamped string, read func() (*debug.BuildInfo, bool)) string {
+	if stamped != "" && stamped != "dev" {
+		return stamped
+	}
+	bi, ok := read()
+	if !ok || bi == nil {
+		return "dev"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev string
+	dirty := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return rev
+}
 
 // Main is the body of every binary: flags, configuration, subcommands, signals.
 // defaultTarget is the binary's own part ("api", "summarizer", ...); cmd/api defaults to the
@@ -106,7 +146,7 @@ func rootCommand(defaultTarget string, stdin io.Reader, stdout, stderr io.Writer
 		Use:           defaultTarget,
 		Short:         descriptions[defaultTarget],
 		Long:          descriptions[defaultTarget] + ".\n\nSettings come from a YAML file (--config, env MATE_CONFIG) and MATE_* environment variables; see docs/configuration.md.",
-		Version:       Version,
+		Version:       version(),
 		Args:          cobra.NoArgs,
 		SilenceUsage:  true,
 		SilenceErrors: true,

@@ -25,7 +25,7 @@ func TestCLI(t *testing.T) {
 			t.Fatalf("--help: exit %d, lacks %q:\n%s", code, want, out)
 		}
 	}
-	if code, out, _ := runCLI(t, "summarizer", env, "--version"); code != 0 || !strings.Contains(out, Version) {
+	if code, out, _ := runCLI(t, "summarizer", env, "--version"); code != 0 || !strings.Contains(out, version()) {
 		t.Fatalf("--version: exit %d %q", code, out)
 	}
 	// Help of a subcommand exits 0 and does nothing: no database is created or migrated.

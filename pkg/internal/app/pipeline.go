@@ -120,7 +120,7 @@ func replay(ctx context.Context, cfg config.Config, log *slog.Logger, args []str
 	toSeq := fs.Uint64("to-seq", 0, "last stream sequence of MATE_EVENTS")
 	dryRun := fs.Bool("dry-run", false, "report what each event would do; write nothing")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: summarizer replay [-agent N] [-since T] [-until T] [-from-seq N] [-to-seq N] [-dry-run]")
+		fmt.Fprintln(stderr, "usage: api replay [-agent N] [-since T] [-until T] [-from-seq N] [-to-seq N] [-dry-run]")
 		fmt.Fprintln(stderr, "Feeds events stored on MATE_EVENTS through the summarizer again. Effects are idempotent:")
 		fmt.Fprintln(stderr, "events already extracted change nothing; events never extracted (dead-lettered) are extracted now.")
 		fs.PrintDefaults()

@@ -22,11 +22,33 @@ type Principal struct {
 	KeyID string
 }
 
-// MayAct reports whether the caller may act for agentID: read and write its memory, its
-// messages, its context, its tools. The admin scope alone does not: it is for operator
-// endpoints (dead letters, replay, every cron job); a key that is both says "admin,*".
+// MayAct reports whether the caller may act for agentID: read and write its memory (files,
+// history, messages, search, context, tools, MCP, export, import, its runs and pending
+// view). This is the rule of docs/operations.md#api-keys, the one place that states it:
+// the admin scope alone never reaches an agent (its memory, its erasure); it is for the
+// operator endpoints (dead letters, the over-budget list, the agents list, every cron job);
+// a key that needs both says "admin,*".
 func (p Principal) MayAct(agentID int64) bool {
 	return p.Open || p.AllAgents || p.Agents[agentID]
+}
+
+// actingFor wraps h, an operation on path, so that a caller who may not act for the
+// {agentId} in the path is refused (403) before anything else of the request is read:
+// every agent route holds the same rule, whatever its handler checks, and the refusal does
+// not depend on the body. An id that is no positive integer is left to the operation (400).
+func actingFor(path string, h http.Handler) http.Handler {
+	if !strings.Contains(path, "{agentId}") {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if id, err := strconv.ParseInt(r.PathValue("agentId"), 10, 64); err == nil && id > 0 {
+			if err := Act(r.Context(), id); err != nil {
+				writeErr(w, err)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 type principalKey struct{}

@@ -34,6 +34,9 @@ func repeatedQuery(r *http.Request, names []string) error {
 	q := r.URL.Query()
 	for _, name := range names {
 		vs := q[name]
+		if len(vs) < 2 {
+			continue
+		}
 		for _, v := range vs[1:] {
 			if v != vs[0] {
 				quoted := make([]string, len(vs))

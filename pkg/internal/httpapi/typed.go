@@ -405,9 +405,9 @@ func withAccepted(data []byte, v any, err error) error {
 type adapter struct{ s *Server }
 
 func (a adapter) Handle(op *huma.Operation, h func(huma.Context)) {
-	serve := singleValued(queryNames(op), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	serve := actingFor(op.Path, singleValued(queryNames(op), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h(serverDeadlines{humago.NewContext(op, r, w)})
-	}), func(w http.ResponseWriter, _ *http.Request, err error) { writeErr(w, err) })
+	}), func(w http.ResponseWriter, _ *http.Request, err error) { writeErr(w, err) }))
 	path := op.Path
 	rest, _ := op.Metadata[MetaRest].(string)
 	sfx, _ := op.Metadata[MetaSuffix].(string)
@@ -831,7 +831,7 @@ type ProtocolErrors interface {
 // describe get the error envelope (401 always).
 func (s *Server) HandleRawOp(op huma.Operation, h http.Handler) {
 	pattern := op.Method + " " + op.Path
-	s.mux.Handle(pattern, s.instrument(pattern, false, singleValued(queryNames(&op), h, s.refuse)))
+	s.mux.Handle(pattern, s.instrument(pattern, false, actingFor(op.Path, singleValued(queryNames(&op), h, s.refuse))))
 	if op.Responses == nil {
 		op.Responses = map[string]*huma.Response{}
 	}

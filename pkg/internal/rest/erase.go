@@ -26,11 +26,11 @@ func RegisterErasure(s *httpapi.Server, e Eraser) {
 			"its KV records (lease and cooldown, context summaries, manual-emergence key), every message on its subjects in the JetStream streams and the dead letters, " +
 			"and closes its MCP sessions in this process. SQLite is vacuumed and its WAL truncated; JetStream messages are erased with secure delete. " +
 			"An event from before the erasure (in flight, redelivered, replayed) brings nothing back; events after it start the agent anew. " +
-			"Needs erase=true and confirm equal to the agent id; the agent's own key or an admin key. Answers the receipt: counts per store, no content.",
+			"Needs erase=true and confirm equal to the agent id, and a key that may act for the agent (an admin-only key may not). Answers the receipt: counts per store, no content.",
 		Errors: []int{400, 403, 409}}, func(ctx context.Context, in *eraseInput) (*httpapi.Response[erasure.Receipt], error) {
 		p := httpapi.PrincipalFrom(ctx)
-		if !p.Admin && !p.MayAct(in.AgentID) {
-			return nil, httpapi.Errorf(http.StatusForbidden, "this API key may not erase agent %d: use the agent's own key or an admin key", in.AgentID)
+		if err := httpapi.Act(ctx, in.AgentID); err != nil {
+			return nil, err
 		}
 		if !in.Erase {
 			return nil, httpapi.BadRequest("DELETE of an agent erases every trace of it and cannot be undone: pass erase=true&confirm=%d to confirm", in.AgentID)
@@ -52,11 +52,11 @@ func RegisterErasure(s *httpapi.Server, e Eraser) {
 		Description: "Removes the conversation's messages, watermark, recall chunks and context summaries, the ledger rows of the runs that covered it, " +
 			"and its events (completed events, summarize requests, their dead letters) on the streams by secure delete. " +
 			"Answers the receipt, with the memory file versions those runs wrote listed under derived, for review: what the conversation may have introduced there stays until a person edits it out. " +
-			"Needs erase=true and confirm equal to the conversation id; the agent's own key or an admin key.",
+			"Needs erase=true and confirm equal to the conversation id, and a key that may act for the agent (an admin-only key may not).",
 		Errors: []int{400, 403, 409}}, func(ctx context.Context, in *eraseConversationInput) (*httpapi.Response[erasure.ConversationReceipt], error) {
 		p := httpapi.PrincipalFrom(ctx)
-		if !p.Admin && !p.MayAct(in.AgentID) {
-			return nil, httpapi.Errorf(http.StatusForbidden, "this API key may not erase agent %d's conversations: use the agent's own key or an admin key", in.AgentID)
+		if err := httpapi.Act(ctx, in.AgentID); err != nil {
+			return nil, err
 		}
 		if !in.Erase || in.Confirm != in.ConversationID {
 			return nil, httpapi.BadRequest("DELETE of a conversation erases it and cannot be undone: pass erase=true&confirm=<conversationId> to confirm")

@@ -82,6 +82,10 @@ func TestRepeatedQueryParameterIsRefused(t *testing.T) {
 	if n := er.count(); n != 0 {
 		t.Fatalf("%d erasures ran on refused requests: %v", n, er.calls)
 	}
+	// A declared parameter left out is no repetition.
+	if r := sv.req(t, "DELETE", "/api/v1/agents/1?confirm=1", "", key...); r.status != http.StatusBadRequest || !strings.Contains(r.Msg, "pass erase=true") {
+		t.Fatalf("erase without erase=true: %s", r)
+	}
 	// The same value twice is one answer.
 	r := sv.req(t, "DELETE", "/api/v1/agents/1?erase=true&confirm=1&confirm=1", "", key...)
 	if r.status != http.StatusOK || er.count() != 1 {
