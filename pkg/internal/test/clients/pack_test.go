@@ -133,3 +133,30 @@ func untar(t *testing.T, tgz, dst string) {
 		}
 	}
 }
+
+// TestLicenses: the client packages carry the repository's LICENSE, and declare its license.
+func TestLicenses(t *testing.T) {
+	root, err := os.ReadFile("../LICENSE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(root), "MIT License\n") {
+		t.Fatalf("LICENSE is not the MIT license: %.40q", root)
+	}
+	for _, f := range []string{"typescript/LICENSE", "python/LICENSE"} {
+		if b, err := os.ReadFile(f); err != nil || string(b) != string(root) {
+			t.Errorf("clients/%s differs from the repository's LICENSE (%v)", f, err)
+		}
+	}
+	var pkg struct {
+		License string   `json:"license"`
+		Files   []string `json:"files"`
+	}
+	b, _ := os.ReadFile("typescript/package.json")
+	if err := json.Unmarshal(b, &pkg); err != nil || pkg.License != "MIT" || !slices.Contains(pkg.Files, "LICENSE") {
+		t.Errorf("typescript/package.json: license %q, files %v (%v)", pkg.License, pkg.Files, err)
+	}
+	if py, _ := os.ReadFile("python/pyproject.toml"); !strings.Contains(string(py), `license = { text = "MIT" }`) {
+		t.Errorf("python/pyproject.toml does not declare MIT")
+	}
+}
