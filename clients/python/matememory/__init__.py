@@ -12,10 +12,11 @@ OpenAPI document); errors are the classes of matememory.errors.
 """
 
 from . import models
-from .client import AsyncMateMemory, MateMemory, Retry, is_final
+from .client import AsyncMateMemory, Bundle, Exported, ImportMode, MateMemory, Retry, is_final
 from .errors import (
     ConflictError,
     ForbiddenError,
+    IncompleteBundleError,
     InvalidRequestError,
     MateMemoryError,
     NotFoundError,
@@ -28,8 +29,12 @@ from .errors import (
 
 __all__ = [
     "AsyncMateMemory",
+    "Bundle",
     "ConflictError",
+    "Exported",
     "ForbiddenError",
+    "ImportMode",
+    "IncompleteBundleError",
     "InvalidRequestError",
     "MateMemory",
     "MateMemoryError",

@@ -1,14 +1,19 @@
 """What the sync and the async client share: each operation as a request, the envelope, the
-retry rule. Neither does I/O here."""
+retry rule, a bundle's framing. No network I/O here (an export's file and an import's are
+opened here)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import random
+import re
 import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import quote
 
 import httpx
@@ -52,17 +57,24 @@ class Call:
     body: Any = None
     raw: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
+    #: A body sent as it is (an agent bundle), of content_type.
+    data: Any = None
+    content_type: str = "application/json"
 
-    def request(self, client: httpx.Client | httpx.AsyncClient) -> httpx.Request:
+    def request(self, client: httpx.Client | httpx.AsyncClient, timeout: Any = None) -> httpx.Request:
         headers = dict(self.headers)
-        content: str | None = None
-        if self.raw is not None:
+        content: Any = None
+        if self.data is not None:
+            content = self.data
+        elif self.raw is not None:
             content = self.raw
         elif self.body is not None:
             content = json.dumps(self.body, ensure_ascii=False)
         if content is not None:
-            headers["Content-Type"] = "application/json"
-        return client.build_request(self.method, self.path, params=self.params or None, content=content, headers=headers)
+            headers["Content-Type"] = self.content_type
+        # httpx's default is its client's timeout; a client made by with_options sets its own.
+        extra: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+        return client.build_request(self.method, self.path, params=self.params or None, content=content, headers=headers, **extra)
 
 
 def decode(call: Call, resp: httpx.Response) -> Any:
@@ -216,3 +228,137 @@ def tool_calls(message: Any) -> list[tuple[str, str, str]]:
 
 def tool_message(call_id: str, result: Any) -> dict[str, str]:
     return {"role": "tool", "tool_call_id": call_id, "content": json.dumps(result, ensure_ascii=False)}
+
+
+# Bundles and erasure (docs/bundle.md).
+
+BUNDLE_CONTENT_TYPE = "application/x-ndjson"
+CHUNK = 64 << 10
+
+
+def export_agent(agent_id: int, history: bool, messages: bool, ledger: bool) -> Call:
+    params: dict[str, str | int] = {k: "true" for k, on in (("history", history), ("messages", messages), ("ledger", ledger)) if on}
+    return Call("GET", f"/api/v1/agents/{agent_id}/export", True, params=params)
+
+
+def import_agent(agent_id: int, mode: str | None, dry_run: bool, data: Any, replayable: bool) -> Call:
+    params: dict[str, str | int] = {}
+    if mode:
+        params["mode"] = mode
+    if dry_run:
+        params["dryRun"] = "true"
+    # The same bundle twice changes nothing, so a body that can be sent again is retried.
+    return Call("POST", f"/api/v1/agents/{agent_id}/import", replayable, params=params, data=data,
+                content_type=BUNDLE_CONTENT_TYPE)
+
+
+def erase_agent(agent_id: int) -> Call:
+    # Repeating an erasure removes nothing more: retried as a read is.
+    return Call("DELETE", f"/api/v1/agents/{agent_id}", True, params={"erase": "true", "confirm": str(agent_id)})
+
+
+def erase_conversation(agent_id: int, conversation_id: str) -> Call:
+    return Call("DELETE", f"/api/v1/agents/{agent_id}/conversations/{seg(conversation_id)}", True,
+                params={"erase": "true", "confirm": conversation_id})
+
+
+def attachment_name(headers: httpx.Headers) -> str | None:
+    """Content-Disposition's filename."""
+    m = re.search(r'filename="?([^";]+)"?', headers.get("content-disposition", ""))
+    return m.group(1) if m else None
+
+
+class LastLine:
+    """Keeps the last complete line of a stream, up to a checksums line's size, to tell a
+    bundle that ends with its checksums line from one cut short."""
+
+    MAX = 4096
+
+    def __init__(self) -> None:
+        self.line = b""
+        self.rest = b""
+        self.long = False
+        self.received = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.received += len(chunk)
+        *done, tail = chunk.split(b"\n")
+        for part in done:
+            self.line = b"" if self.long or len(self.rest) + len(part) > self.MAX else self.rest + part
+            self.rest, self.long = b"", False
+        if not self.long:
+            self.rest += tail
+            if len(self.rest) > self.MAX:
+                self.rest, self.long = b"", True
+
+    def complete(self) -> bool:
+        if self.long or self.rest or not self.line:
+            return False
+        try:
+            last = json.loads(self.line)
+        except ValueError:
+            return False
+        return isinstance(last, dict) and last.get("kind") == "checksums" and bool(last.get("all"))
+
+
+def bundle_body(bundle: Any) -> tuple[Callable[[], Any], bool]:
+    """What an import sends for bundle, made anew for each attempt, and whether it can be sent
+    again: bytes and str (the bundle itself) and a path can; a file object or an iterable of
+    bytes is read once."""
+    if isinstance(bundle, bytes):
+        return (lambda: bundle), True
+    if isinstance(bundle, str):
+        data = bundle.encode()
+        return (lambda: data), True
+    if isinstance(bundle, os.PathLike):
+        path = os.fspath(bundle)
+        return (lambda: file_chunks(open(path, "rb"))), True
+    if hasattr(bundle, "read"):
+        return (lambda: iter(lambda: bundle.read(CHUNK), b"")), False
+    return (lambda: bundle), False
+
+
+def file_chunks(f: BinaryIO) -> Iterator[bytes]:
+    with f:
+        while chunk := f.read(CHUNK):
+            yield chunk
+
+
+async def async_body(body: Any) -> AsyncIterator[bytes]:
+    """An import's body for httpx's AsyncClient, which streams async iterables only."""
+    if hasattr(body, "__aiter__"):
+        async for chunk in body:
+            yield chunk
+        return
+    for chunk in body:
+        yield chunk
+
+
+@contextlib.contextmanager
+def sink(to: Any) -> Iterator[BinaryIO]:
+    """Where an export writes: a path gets the bundle under a temporary name beside it, renamed
+    to the path once complete (a failed export leaves no file that looks whole); a file object
+    is written as it is."""
+    if not isinstance(to, (str, os.PathLike)):
+        yield to
+        return
+    path = os.fspath(to)
+    part = path + ".part"
+    try:
+        with open(part, "wb") as f:
+            yield f
+        os.replace(part, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(part)
+        raise
+
+
+@dataclass(frozen=True)
+class Exported:
+    """What export_agent wrote."""
+
+    size: int
+    """The bundle's size in bytes."""
+    filename: str | None
+    """The server's suggested file name (agent-N-TIME.ndjson)."""

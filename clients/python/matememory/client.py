@@ -8,16 +8,21 @@ where they are safe, waiting for a run, the tool round, and errors as classes.
 from __future__ import annotations
 
 import asyncio
+import copy
+import os
 import time
-from collections.abc import Callable
-from typing import Any, Literal, cast
+from collections.abc import AsyncIterable, Callable, Iterable
+from typing import IO, Any, Literal, cast
 
 import httpx
 
 from . import _core
-from ._core import Call, Retry
-from .errors import MateMemoryError, NotFoundError
+from ._core import Call, Exported, Retry
+from .errors import IncompleteBundleError, MateMemoryError, NotFoundError
 from .models import (
+    BundleImportReport,
+    ErasureConversationReceipt,
+    ErasureReceipt,
     EventAck,
     EventConversationCompletedEvent,
     LedgerRun,
@@ -33,11 +38,26 @@ from .models import (
     WriteResult,
 )
 
-__all__ = ["AsyncMateMemory", "MateMemory", "Retry", "is_final"]
+__all__ = ["AsyncMateMemory", "Bundle", "Exported", "ImportMode", "MateMemory", "Retry", "is_final"]
 
 is_final = _core.is_final
 
 RunKind = Literal["summarize", "emergence"]
+
+#: "empty" (the default): the agent must hold nothing yet (an id never used, or exactly this
+#: bundle: 0 changes), else ConflictError; "merge": keep what the agent has, add what it lacks,
+#: list the conflicts. There is no replace: erase the agent (erase_agent), then import.
+ImportMode = Literal["empty", "merge"]
+
+#: A bundle to import: the bundle itself (bytes, or str), a file (a pathlib.Path: a str is the
+#: bundle, not a path), a binary file object, or an iterable of bytes (read once: not retried).
+Bundle = bytes | str | os.PathLike[str] | IO[bytes] | Iterable[bytes]
+
+#: Where an export goes: a path (str or PathLike; written under NAME.part, renamed once the
+#: bundle is complete) or a binary file object.
+ExportTarget = str | os.PathLike[str] | IO[bytes]
+
+_UNSET: Any = object()
 
 
 def _headers(api_key: str | None) -> dict[str, str]:
@@ -80,7 +100,21 @@ class MateMemory:
                  timeout: float | None = 60.0, transport: httpx.BaseTransport | None = None) -> None:
         self.retry = retry or Retry()
         self.http = httpx.Client(base_url=base_url.rstrip("/"), headers=_headers(api_key), timeout=timeout, transport=transport)
-        """The httpx client, for the operations this class does not wrap."""
+        """The httpx client, for the operations this class does not wrap (no retries; errors
+        are httpx's: call raise_for_status, or decode the envelope yourself)."""
+        self._timeout: Any = None
+
+    def with_options(self, *, timeout: float | None = _UNSET, retry: Retry | None = None) -> MateMemory:
+        """A client for some calls with another timeout (seconds, None for none) or retry
+        policy: it shares this one's connections (close this one, not it).
+
+            mem.with_options(timeout=5, retry=Retry(attempts=1)).read_file(agent, name)"""
+        c = copy.copy(self)
+        if timeout is not _UNSET:
+            c._timeout = httpx.Timeout(timeout)
+        if retry is not None:
+            c.retry = retry
+        return c
 
     def close(self) -> None:
         self.http.close()
@@ -94,12 +128,85 @@ class MateMemory:
     def _send(self, call: Call) -> Any:
         for attempt in range(1, max(self.retry.attempts, 1) + 1):
             try:
-                return _core.decode(call, self.http.send(call.request(self.http)))
+                return _core.decode(call, self.http.send(call.request(self.http, self._timeout)))
             except (MateMemoryError, httpx.TransportError) as err:
                 if not _core.should_retry(call, attempt, self.retry, err):
                     raise
                 time.sleep(self.retry.backoff(attempt, _core.wait_of(err)))
         raise AssertionError("unreachable")
+
+    def _open(self, call: Call, body: Callable[[], Any] | None = None) -> httpx.Response:
+        """Sends call, with body() anew for each attempt, retrying as the policy allows until a
+        2xx response starts; its body is the caller's to read and close. A body that cannot be
+        sent again (call not safe) is sent once."""
+        for attempt in range(1, max(self.retry.attempts, 1) + 1):
+            if body is not None:
+                call.data = body()
+            try:
+                resp = self.http.send(call.request(self.http, self._timeout), stream=True)
+                if resp.status_code < 300:
+                    return resp
+                try:
+                    resp.read()
+                    _core.decode(call, resp)
+                finally:
+                    resp.close()
+                raise AssertionError("an error status decoded as data")
+            except (MateMemoryError, httpx.TransportError) as err:
+                if body is not None and not call.safe or not _core.should_retry(call, attempt, self.retry, err):
+                    raise
+                time.sleep(self.retry.backoff(attempt, _core.wait_of(err)))
+        raise AssertionError("unreachable")
+
+    def export_agent(self, agent_id: int, to: ExportTarget, *, history: bool = False, messages: bool = False,
+                     ledger: bool = False) -> Exported:
+        """Streams the agent's bundle (GET .../export) to a path or a binary file object, and
+        returns once it is all written; memory stays bounded whatever the agent's size. A bundle
+        without its checksums line (the server failed after the first byte) raises
+        IncompleteBundleError (a path is then not created); an agent never used NotFoundError.
+        Retried as a read until the bundle starts. The timeout bounds each read, not the whole."""
+        resp = self._open(_core.export_agent(agent_id, history, messages, ledger))
+        tail = _core.LastLine()
+        try:
+            with _core.sink(to) as out:
+                for chunk in resp.iter_bytes(_core.CHUNK):
+                    out.write(chunk)
+                    tail.feed(chunk)
+                if not tail.complete():
+                    raise IncompleteBundleError(tail.received)
+        finally:
+            resp.close()
+        return Exported(tail.received, _core.attachment_name(resp.headers))
+
+    def import_agent(self, agent_id: int, bundle: Bundle, *, mode: ImportMode | None = None,
+                     dry_run: bool = False) -> BundleImportReport:
+        """Imports a bundle (the export's bytes, unchanged; see Bundle) into the agent (POST
+        .../import) and returns the report. The whole bundle is validated before anything is
+        written, then applied in one transaction: an invalid bundle raises InvalidRequestError
+        naming the line, mode "empty" meeting an agent that holds something ConflictError.
+        Importing the same bundle again changes nothing, so bytes, str and a path are retried
+        as a read is; a file object or an iterable is sent once."""
+        body, replayable = _core.bundle_body(bundle)
+        call = _core.import_agent(agent_id, mode, dry_run, None, replayable)
+        resp = self._open(call, body)
+        try:
+            resp.read()
+            return cast(BundleImportReport, _core.decode(call, resp))
+        finally:
+            resp.close()
+
+    def erase_agent(self, agent_id: int) -> ErasureReceipt:
+        """Erases every trace of the agent from every store (DELETE .../agents/{id}?erase=true,
+        confirmed with its id; irreversible) and returns the receipt. The agent's own key or an
+        admin key; ConflictError while an extraction holds the agent (try again in a minute).
+        Repeating an erasure removes nothing more, so it is retried."""
+        return cast(ErasureReceipt, self._send(_core.erase_agent(agent_id)))
+
+    def erase_conversation(self, agent_id: int, conversation_id: str) -> ErasureConversationReceipt:
+        """Erases one conversation of the agent (messages, watermark, recall chunks, context
+        summaries, the runs that covered it and its events; irreversible) and returns the
+        receipt, whose derived lists the memory file versions those runs wrote, for review."""
+        return cast(ErasureConversationReceipt, self._send(_core.erase_conversation(agent_id, conversation_id)))
 
     def store_messages(self, agent_id: int, conversation_id: str, messages: list[MessageIn]) -> Messages:
         """Appends messages, in order, to a conversation (at most 1000 in one call). Not retried."""
@@ -206,6 +313,16 @@ class AsyncMateMemory:
         self.retry = retry or Retry()
         self.http = httpx.AsyncClient(base_url=base_url.rstrip("/"), headers=_headers(api_key), timeout=timeout, transport=transport)
         """The httpx client, for the operations this class does not wrap."""
+        self._timeout: Any = None
+
+    def with_options(self, *, timeout: float | None = _UNSET, retry: Retry | None = None) -> AsyncMateMemory:
+        """See MateMemory.with_options."""
+        c = copy.copy(self)
+        if timeout is not _UNSET:
+            c._timeout = httpx.Timeout(timeout)
+        if retry is not None:
+            c.retry = retry
+        return c
 
     async def aclose(self) -> None:
         await self.http.aclose()
@@ -219,12 +336,70 @@ class AsyncMateMemory:
     async def _send(self, call: Call) -> Any:
         for attempt in range(1, max(self.retry.attempts, 1) + 1):
             try:
-                return _core.decode(call, await self.http.send(call.request(self.http)))
+                return _core.decode(call, await self.http.send(call.request(self.http, self._timeout)))
             except (MateMemoryError, httpx.TransportError) as err:
                 if not _core.should_retry(call, attempt, self.retry, err):
                     raise
                 await asyncio.sleep(self.retry.backoff(attempt, _core.wait_of(err)))
         raise AssertionError("unreachable")
+
+    async def _open(self, call: Call, body: Callable[[], Any] | None = None) -> httpx.Response:
+        """See MateMemory._open."""
+        for attempt in range(1, max(self.retry.attempts, 1) + 1):
+            if body is not None:
+                data = body()
+                call.data = data if isinstance(data, bytes) else _core.async_body(data)
+            try:
+                resp = await self.http.send(call.request(self.http, self._timeout), stream=True)
+                if resp.status_code < 300:
+                    return resp
+                try:
+                    await resp.aread()
+                    _core.decode(call, resp)
+                finally:
+                    await resp.aclose()
+                raise AssertionError("an error status decoded as data")
+            except (MateMemoryError, httpx.TransportError) as err:
+                if body is not None and not call.safe or not _core.should_retry(call, attempt, self.retry, err):
+                    raise
+                await asyncio.sleep(self.retry.backoff(attempt, _core.wait_of(err)))
+        raise AssertionError("unreachable")
+
+    async def export_agent(self, agent_id: int, to: ExportTarget, *, history: bool = False, messages: bool = False,
+                           ledger: bool = False) -> Exported:
+        """See MateMemory.export_agent."""
+        resp = await self._open(_core.export_agent(agent_id, history, messages, ledger))
+        tail = _core.LastLine()
+        try:
+            with _core.sink(to) as out:
+                async for chunk in resp.aiter_bytes(_core.CHUNK):
+                    out.write(chunk)
+                    tail.feed(chunk)
+                if not tail.complete():
+                    raise IncompleteBundleError(tail.received)
+        finally:
+            await resp.aclose()
+        return Exported(tail.received, _core.attachment_name(resp.headers))
+
+    async def import_agent(self, agent_id: int, bundle: Bundle | AsyncIterable[bytes], *, mode: ImportMode | None = None,
+                           dry_run: bool = False) -> BundleImportReport:
+        """See MateMemory.import_agent (an async iterable of bytes is sent once, too)."""
+        body, replayable = _core.bundle_body(bundle)
+        call = _core.import_agent(agent_id, mode, dry_run, None, replayable)
+        resp = await self._open(call, body)
+        try:
+            await resp.aread()
+            return cast(BundleImportReport, _core.decode(call, resp))
+        finally:
+            await resp.aclose()
+
+    async def erase_agent(self, agent_id: int) -> ErasureReceipt:
+        """See MateMemory.erase_agent."""
+        return cast(ErasureReceipt, await self._send(_core.erase_agent(agent_id)))
+
+    async def erase_conversation(self, agent_id: int, conversation_id: str) -> ErasureConversationReceipt:
+        """See MateMemory.erase_conversation."""
+        return cast(ErasureConversationReceipt, await self._send(_core.erase_conversation(agent_id, conversation_id)))
 
     async def store_messages(self, agent_id: int, conversation_id: str, messages: list[MessageIn]) -> Messages:
         """See MateMemory.store_messages."""

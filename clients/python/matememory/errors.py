@@ -102,3 +102,14 @@ def error_for(status: int, code: int, msg: str, method: str, path: str, headers:
     if status == 429:
         return RateLimitedError(status, code, msg, method, path, retry_after(headers))
     return _CLASSES.get(status, MateMemoryError)(status, code, msg, method, path)
+
+
+class IncompleteBundleError(Exception):
+    """An export ended without the bundle's checksums line: what was received is incomplete
+    (any import refuses it); export again. Not an answer of the API, so no MateMemoryError."""
+
+    def __init__(self, received: int) -> None:
+        super().__init__(f"matememory: the export ended without its checksums line after {received} bytes: "
+                         "the bundle is incomplete, export again")
+        self.received = received
+        """The bytes received."""

@@ -242,6 +242,7 @@ func TestClients(t *testing.T) {
 				t.Fatalf("node --test did not pass every test:\n%s", out)
 			}
 		})
+		t.Run("pack", func(t *testing.T) { packageStory(t, dir, svc) })
 		t.Run("browser", func(t *testing.T) {
 			pageRoot.Store(dir)
 			browserStory(t, pages.URL, svc)
