@@ -69,7 +69,7 @@ type Deps struct {
 	// starts it anew.
 	Forget func(agentID int64)
 	Log    *slog.Logger
-	Now          func() time.Time
+	Now    func() time.Time
 	// LeaseWait bounds the wait for a lease held by a worker (default 2 minutes).
 	LeaseWait time.Duration
 }
