@@ -377,7 +377,10 @@ func (a *App) build(ctx context.Context) error {
 	if err := a.buildEmergence(ctx); err != nil {
 		return err
 	}
-	return a.buildConsole()
+	if err := a.buildConsole(); err != nil {
+		return err
+	}
+	return a.listenErasures(ctx)
 }
 
 // Start begins serving HTTP (for the api target; other targets serve /metrics, /healthz and

@@ -33,9 +33,52 @@ func (a *App) buildErasure(ctx context.Context) error {
 		return recall.RemoveSnapshot(snapshotDir(a.Cfg), agentID)
 	}
 	a.Erasure = erasure.New(erasure.Deps{DB: a.DB, JS: a.JS, Leases: leases, CloseSessions: a.MCPHub.CloseAgent, ForgetSearch: forget,
-		Log: a.Log, Now: a.Now})
+		Forget: a.forgetAgent, Log: a.Log, Now: a.Now})
 	rest.RegisterErasure(a.HTTP, a.Erasure)
 	return nil
+}
+
+// listenErasures makes every process with the bus drop what it caches of an agent erased
+// by any process (an API replica, `api erase`): the notices on MATE_ERASURES. Called once
+// the process's parts are built.
+func (a *App) listenErasures(ctx context.Context) error {
+	if a.JS == nil {
+		return nil
+	}
+	stop, err := erasure.Listen(ctx, a.JS, a.Cfg.Mate.NATS.Replicas, a.Log, a.forgetErased)
+	if err != nil {
+		return err
+	}
+	a.onClose(stop)
+	return nil
+}
+
+// forgetErased drops what this process caches of the notice's agent: that it was seeded
+// (the next use seeds it anew), its context-window memos, its search snapshot (cached and
+// on file) and, for an agent's erasure, its MCP sessions.
+func (a *App) forgetErased(n erasure.Notice) {
+	defer a.Guard.Recover("erasure.notice", "agent", n.AgentID)
+	if n.Scope == erasure.ScopeAgent {
+		a.forgetAgent(n.AgentID)
+		if closed := a.MCPHub.CloseAgent(n.AgentID); closed > 0 {
+			a.Log.Info("erased agent's MCP sessions closed", "agent", n.AgentID, "sessions", closed)
+		}
+	} else if a.parts.window != nil {
+		a.parts.window.Forget(n.AgentID)
+	}
+	if a.Recall != nil {
+		if err := a.Recall.Forget(n.AgentID); err != nil {
+			a.Log.Warn("erasure: the erased agent's search snapshot file stays; erase again to remove it", "agent", n.AgentID, "err", err)
+		}
+	}
+}
+
+// forgetAgent drops the workspace's and the context window's memory of the agent.
+func (a *App) forgetAgent(agentID int64) {
+	a.Workspace.Forget(agentID)
+	if a.parts.window != nil {
+		a.parts.window.Forget(agentID)
+	}
 }
 
 // eraseAgent is `api erase --agent N --confirm N`: the erasure of DELETE

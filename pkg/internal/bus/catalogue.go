@@ -32,6 +32,9 @@ const (
 	SubjectRecallIndexed = "mate.recall.indexed"
 	// SubjectDeadLetter carries messages given up on: mate.dlq.<original subject>.
 	SubjectDeadLetter = "mate.dlq"
+	// SubjectErasure carries "this agent (or one of its conversations) was erased":
+	// mate.erasure.<agentId>. Every process drops what it caches of the agent.
+	SubjectErasure = "mate.erasure"
 )
 
 // Streams and durable consumers (see docs/pipeline.md).
@@ -46,6 +49,8 @@ const (
 	StreamRecall = "MATE_RECALL"
 	// StreamDLQ holds dead letters: mate.dlq.<original subject>.
 	StreamDLQ = "MATE_DLQ"
+	// StreamErasures holds mate.erasure.>, read by every process from an ordered consumer.
+	StreamErasures = "MATE_ERASURES"
 	// ConsumerSummarizer is the summarizer workers' shared durable pull consumer on StreamEvents.
 	ConsumerSummarizer = "summarizer"
 	// ConsumerEmergence is the emergence workers' shared durable pull consumer on StreamEmergence.
@@ -231,5 +236,22 @@ func DLQStreamConfig(replicas int, maxAge time.Duration) jetstream.StreamConfig 
 		MaxAge:      maxAge,
 		Discard:     jetstream.DiscardOld,
 		Duplicates:  2 * time.Minute,
+	}
+}
+
+// ErasuresStreamConfig is MATE_ERASURES: erasure notices (an agent id, a scope and a time: no
+// content), limits retention for a day. Each process reads it from an ordered consumer that
+// starts at the newest message when the process starts, and resumes where it stopped after a
+// reconnect, so a process cut off from NATS for a moment still hears every erasure.
+func ErasuresStreamConfig(replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        StreamErasures,
+		Description: "MateMemory erasure notices: every process drops what it caches of an erased agent",
+		Subjects:    []string{SubjectErasure + ".>"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
+		MaxAge:      24 * time.Hour,
+		Discard:     jetstream.DiscardOld,
 	}
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/internal/bus"
 	"github.com/matememory/matememory/pkg/internal/emergence"
+	"github.com/matememory/matememory/pkg/internal/fence"
 	"github.com/matememory/matememory/pkg/internal/lease"
 	"github.com/matememory/matememory/pkg/internal/recall"
 	"github.com/matememory/matememory/pkg/internal/scheduler"
@@ -62,8 +63,13 @@ type Deps struct {
 	// ForgetSearch drops the agent's memory search snapshot in this process: the cached one
 	// and its snapshot file (recall.Searcher.Forget; nil: none).
 	ForgetSearch func(agentID int64) error
-	Log          *slog.Logger
-	Now          func() time.Time
+	// Forget drops the rest of what this process caches of the agent (that it was seeded,
+	// its context-window memos) once its rows are gone. The other processes drop theirs on
+	// the erasure's notice (Listen); this one does at once, so its next request for the id
+	// starts it anew.
+	Forget func(agentID int64)
+	Log    *slog.Logger
+	Now    func() time.Time
 	// LeaseWait bounds the wait for a lease held by a worker (default 2 minutes).
 	LeaseWait time.Duration
 }
@@ -127,9 +133,10 @@ func (s *Service) EraseAgent(ctx context.Context, agentID int64, actor string) (
 	if err != nil {
 		return r, err
 	}
-	if err := s.eraseRows(ctx, agentID, &r); err != nil {
+	if err := s.eraseRows(ctx, agentID, l, &r); err != nil {
 		return r, err
 	}
+	s.forget(agentID)
 	if err := s.forgetSearch(agentID); err != nil {
 		return r, err
 	}
@@ -147,6 +154,9 @@ func (s *Service) EraseAgent(ctx context.Context, agentID int64, actor string) (
 	if s.d.CloseSessions != nil {
 		r.MCPSessions = s.d.CloseSessions(agentID)
 	}
+	if err := s.announce(ctx, Notice{AgentID: agentID, Scope: ScopeAgent, ErasedAt: r.ErasedAt}); err != nil {
+		return r, fmt.Errorf("erase agent %d: every store erased, but %w (run the erasure again)", agentID, err)
+	}
 	r.Kept = []string{
 		"mate_agent_erasure: the tombstone (agent id, time, actor, this receipt's counts) that refuses the agent's events from before the erasure",
 		"mate_agent_fence: the agent's fencing token (two numbers), so a write from a lease held before the erasure still fails",
@@ -158,6 +168,12 @@ func (s *Service) EraseAgent(ctx context.Context, agentID int64, actor string) (
 	}
 	s.d.Log.Info("agent erased", "agent", agentID, "actor", actor, "rows", r.Rows, "messages", r.Messages)
 	return r, nil
+}
+
+func (s *Service) forget(agentID int64) {
+	if s.d.Forget != nil {
+		s.d.Forget(agentID)
+	}
 }
 
 // forgetSearch drops the agent's search snapshot, after its rows are gone (a refresh then
@@ -217,8 +233,11 @@ func (s *Service) conversations(ctx context.Context, agentID int64) ([]string, [
 
 // eraseRows deletes the agent's rows in one transaction that also writes the tombstone: a
 // write of the agent that checks the tombstone in its own transaction (the pipeline's) either
-// commits before and is deleted here, or sees the tombstone and fails.
-func (s *Service) eraseRows(ctx context.Context, agentID int64, r *Receipt) error {
+// commits before and is deleted here, or sees the tombstone and fails. The same transaction
+// raises the agent's fence to the erasure's lease (l; nil without the lease bucket), so a
+// worker whose lease from before the erasure ran out writes nothing after it (the fence row
+// stays for that).
+func (s *Service) eraseRows(ctx context.Context, agentID int64, l *lease.Lease, r *Receipt) error {
 	id := strconv.FormatInt(agentID, 10)
 	stmts := []struct {
 		table, sql string
@@ -243,6 +262,9 @@ func (s *Service) eraseRows(ctx context.Context, agentID int64, r *Receipt) erro
 		{"mate_agent", "DELETE FROM mate_agent WHERE id = ?", []any{agentID}},
 	}
 	return s.d.DB.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := raiseFence(tx, agentID, l, r.ErasedAt); err != nil {
+			return err
+		}
 		res := tx.Exec("UPDATE mate_agent_erasure SET erased_at = ?, actor = ?, erasures = erasures + 1 WHERE agent_id = ?", r.ErasedAt, r.Actor, agentID)
 		if res.Error != nil {
 			return fmt.Errorf("write agent %d's tombstone: %w", agentID, res.Error)
@@ -261,6 +283,17 @@ func (s *Service) eraseRows(ctx context.Context, agentID int64, r *Receipt) erro
 		}
 		return nil
 	})
+}
+
+// raiseFence raises the agent's fence to l's token in tx (nothing when l is nil).
+func raiseFence(tx *gorm.DB, agentID int64, l *lease.Lease, now time.Time) error {
+	if l == nil {
+		return nil
+	}
+	if err := fence.Check(store.InTx(tx), agentID, fence.TokenOf(l), now); err != nil {
+		return fmt.Errorf("raise agent %d's fence for the erasure: %w", agentID, err)
+	}
+	return nil
 }
 
 // compact rewrites the SQLite database without the free pages the deletes left (zeroed by
@@ -410,9 +443,11 @@ type DerivedVersion struct {
 // delete. It lists the memory file versions those runs wrote, for review.
 func (s *Service) EraseConversation(ctx context.Context, agentID int64, conv, actor string) (ConversationReceipt, error) {
 	r := ConversationReceipt{AgentID: agentID, ConversationID: conv, Actor: actor, Rows: map[string]int64{}, Messages: map[string]int64{}}
+	var l *lease.Lease
 	if s.d.Leases != nil {
-		release, err := s.holdForConversation(ctx, agentID, conv)
-		if err != nil {
+		var release func()
+		var err error
+		if l, release, err = s.holdForConversation(ctx, agentID, conv); err != nil {
 			return r, err
 		}
 		defer release()
@@ -424,7 +459,7 @@ func (s *Service) EraseConversation(ctx context.Context, agentID int64, conv, ac
 		return r, err
 	}
 	r.Derived = derived
-	if err := deleteConversationRows(db, agentID, conv, runIDs, r.Rows); err != nil {
+	if err := deleteConversationRows(db, agentID, conv, runIDs, l, r.ErasedAt, r.Rows); err != nil {
 		return r, err
 	}
 	// The agent's search snapshot file holds the conversation's chunks too.
@@ -441,18 +476,22 @@ func (s *Service) EraseConversation(ctx context.Context, agentID int64, conv, ac
 			return r, err
 		}
 	}
+	// Other processes' search snapshots hold the conversation's chunks too.
+	if err := s.announce(ctx, Notice{AgentID: agentID, Scope: ScopeConversation, ErasedAt: r.ErasedAt}); err != nil {
+		return r, fmt.Errorf("erase conversation %s: every store erased, but %w (run the erasure again)", conv, err)
+	}
 	s.d.Log.Info("conversation erased", "agent", agentID, "actor", actor, "rows", r.Rows, "messages", r.Messages, "derived", len(r.Derived))
 	return r, nil
 }
 
 // holdForConversation takes the agent's lease for a conversation's erasure; release gives
 // it back, taking the conversation's coalesced events out of the agent's record.
-func (s *Service) holdForConversation(ctx context.Context, agentID int64, conv string) (release func(), err error) {
+func (s *Service) holdForConversation(ctx context.Context, agentID int64, conv string) (*lease.Lease, func(), error) {
 	l, err := s.acquire(ctx, agentID)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return func() {
+	return l, func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		// The coalesced events of the conversation leave the agent's record.
@@ -506,13 +545,18 @@ func conversationRuns(db *gorm.DB, agentID int64, conv string) (runIDs []string,
 }
 
 // deleteConversationRows deletes, in one transaction, the conversation's messages,
-// watermark, recall chunks and the runs that covered it; rows counts each table's.
-func deleteConversationRows(db *gorm.DB, agentID int64, conv string, runIDs []string, rows map[string]int64) error {
+// watermark, recall chunks and the runs that covered it; rows counts each table's. It raises
+// the agent's fence to the erasure's lease l, as eraseRows does: a worker that read the
+// conversation under an earlier lease writes nothing of it.
+func deleteConversationRows(db *gorm.DB, agentID int64, conv string, runIDs []string, l *lease.Lease, now time.Time, rows map[string]int64) error {
 	type stmt struct {
 		table, sql string
 		args       []any
 	}
 	return db.Transaction(func(tx *gorm.DB) error {
+		if err := raiseFence(tx, agentID, l, now); err != nil {
+			return err
+		}
 		stmts := []stmt{
 			{"mate_message", "DELETE FROM mate_message WHERE agent_id = ? AND conversation_id = ?", []any{agentID, conv}},
 			{"mate_extraction_watermark", "DELETE FROM mate_extraction_watermark WHERE agent_id = ? AND conversation_id = ?", []any{agentID, conv}},

@@ -29,9 +29,10 @@ type prefixMemo struct {
 	cur, old map[prefixKey]prefixSeen
 }
 
-// prefixKey names a cached summary: the conversation (its cache key), the last message id
+// prefixKey names a cached summary: the agent and conversation (its cache key), the last message id
 // and count it covers, and the chained hash of the covered contents.
 type prefixKey struct {
+	agent  int64
 	ck     string
 	lastID int64
 	covers int
@@ -77,4 +78,17 @@ func (m *prefixMemo) forget(k prefixKey) {
 	defer m.mu.Unlock()
 	delete(m.cur, k)
 	delete(m.old, k)
+}
+
+// forgetAgent drops every entry of the agent (its erasure).
+func (m *prefixMemo) forgetAgent(agentID int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, gen := range []map[prefixKey]prefixSeen{m.cur, m.old} {
+		for k := range gen {
+			if k.agent == agentID {
+				delete(gen, k)
+			}
+		}
+	}
 }

@@ -106,7 +106,7 @@ func (s *Service) resume(ctx context.Context, a *assembly, base, trigger int) bo
 // first message is unchanged: one index seek instead of counting the whole prefix.
 // Otherwise the rows up to e.LastID are counted.
 func (s *Service) prefixExact(ctx context.Context, a *assembly, pc PrefixCounter, e summaryEntry) (prefixSeen, bool) {
-	key := prefixKey{ck: a.ck, lastID: e.LastID, covers: e.Covers, chain: e.Chain}
+	key := prefixKey{agent: a.req.AgentID, ck: a.ck, lastID: e.LastID, covers: e.Covers, chain: e.Chain}
 	fi, hasFirst := s.history.(FirstIDer)
 	first := func() (int64, error) {
 		if !hasFirst {
@@ -142,6 +142,6 @@ func (s *Service) rememberExact(a *assembly, e summaryEntry) {
 	if a.req.Inline || a.exactAt.IsZero() || a.res.SkippedMessages > 0 || e.LastID <= 0 || s.recheck <= 0 {
 		return
 	}
-	s.prefixes.put(prefixKey{ck: a.ck, lastID: e.LastID, covers: e.Covers, chain: e.Chain},
+	s.prefixes.put(prefixKey{agent: a.req.AgentID, ck: a.ck, lastID: e.LastID, covers: e.Covers, chain: e.Chain},
 		prefixSeen{at: a.exactAt, firstID: a.firstID})
 }

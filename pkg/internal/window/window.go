@@ -791,3 +791,8 @@ func (s *Service) Stats() Stats {
 		Degraded: s.stats.degraded.Load(), Flushes: s.stats.flushes.Load(),
 		PrefixesTrusted: s.stats.prefixTrusted.Load(), PrefixesCounted: s.stats.prefixCounted.Load()}
 }
+
+// Forget drops what this process remembers of the agent's conversations (which stored
+// prefixes its summaries describe exactly): its erasure. The summaries themselves are in the
+// shared bucket, which the erasure empties of the agent's keys.
+func (s *Service) Forget(agentID int64) { s.prefixes.forgetAgent(agentID) }

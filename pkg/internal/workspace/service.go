@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -84,6 +85,9 @@ type Service struct {
 	hooks    []AgentHook
 	changed  []ChangeHook
 	seen     sync.Map // agent id → struct{}: agents known to be seeded
+	// forgets counts Forget calls: a seed that read the agent before one does not record
+	// it as seen (its read may be from before the erasure that Forget follows).
+	forgets atomic.Uint64
 
 	budgets       Budgets
 	budgetReg     prometheus.Registerer
@@ -144,13 +148,23 @@ func (s *Service) EnsureAgentBudgets(ctx context.Context, agentID int64) (store.
 		return s.seed(ctx, agentID)
 	}
 	a, b, found, err := s.readAgent(s.db.WithContext(ctx), agentID)
-	if err == nil && !found {
-		err = gorm.ErrRecordNotFound
-	}
 	if err != nil {
 		return store.Agent{}, b, fmt.Errorf("read agent %d: %w", agentID, err)
 	}
+	if !found {
+		// Erased since this process saw it, its erasure's notice not here yet: the id
+		// starts anew, as after the notice.
+		s.Forget(agentID)
+		return s.seed(ctx, agentID)
+	}
 	return a, b, nil
+}
+
+// Forget drops the fact that the agent was seen (its erasure): the next use of the id reads
+// it again and, finding none, records it anew with its default core files.
+func (s *Service) Forget(agentID int64) {
+	s.forgets.Add(1)
+	s.seen.Delete(agentID)
 }
 
 // agentRow is an agent's row with its budget overrides (0: the default).
@@ -170,7 +184,7 @@ func (s *Service) readAgent(db *gorm.DB, agentID int64) (store.Agent, AgentBudge
 }
 
 // ensure seeds the agent if this process has not seen it yet. Only the fact that an agent
-// exists is cached: it never changes, unlike its settings.
+// exists is cached: only an erasure changes it, and every process is told (Forget).
 func (s *Service) ensure(ctx context.Context, agentID int64) error {
 	if _, seen := s.seen.Load(agentID); seen {
 		return nil
@@ -183,6 +197,7 @@ func (s *Service) seed(ctx context.Context, agentID int64) (store.Agent, AgentBu
 	if agentID <= 0 {
 		return store.Agent{}, AgentBudgets{}, invalidf("agentId must be a positive number, got %d", agentID)
 	}
+	forgets := s.forgets.Load()
 	a, b, found, err := s.readAgent(s.db.WithContext(ctx), agentID)
 	if err == nil && !found {
 		a, err = s.seedAgent(ctx, agentID)
@@ -190,7 +205,9 @@ func (s *Service) seed(ctx context.Context, agentID int64) (store.Agent, AgentBu
 	if err != nil {
 		return store.Agent{}, b, fmt.Errorf("ensure agent %d: %w", agentID, err)
 	}
-	s.seen.Store(agentID, struct{}{})
+	if s.forgets.Load() == forgets {
+		s.seen.Store(agentID, struct{}{})
+	}
 	return a, b, nil
 }
 

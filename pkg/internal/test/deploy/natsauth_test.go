@@ -203,6 +203,39 @@ func TestNATSAccountsAndPermissions(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
+	// The api user erases the agent and announces it on MATE_ERASURES; every process (the
+	// api, the summarizer, the scheduler, each with its own user) hears the notice.
+	req, _ := http.NewRequest(http.MethodDelete, "http://"+api.Addr+"/api/v1/agents/5?erase=true&confirm=5", nil)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the api user erasing agent 5: %d", resp.StatusCode)
+	}
+	ejs, _ := jetstream.New(api.NC)
+	es, err := ejs.Stream(ctx, "MATE_ERASURES")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		heard := 0
+		for ci := range es.ListConsumers(ctx).Info() {
+			if ci.Delivered.Stream >= 1 {
+				heard++
+			}
+		}
+		if heard == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 3 processes heard the erasure's notice", heard)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
 	// Chat: no reading, no other subjects, no JetStream administration.
 	if _, err := chat.SubscribeSync("mate.>"); err != nil {
 		t.Fatal(err)
