@@ -24,6 +24,7 @@ import (
 	"github.com/matememory/matememory/pkg/internal/config"
 	"github.com/matememory/matememory/pkg/internal/cronjob"
 	"github.com/matememory/matememory/pkg/internal/llm/llmtest"
+	"github.com/matememory/matememory/pkg/internal/poll"
 	"github.com/matememory/matememory/pkg/internal/workspace"
 )
 
@@ -255,6 +256,29 @@ func TestConsoleInBrowser(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
+	// leaseReleased waits until no worker holds agent 1's lease (its pending view, through
+	// the REST API).
+	leaseReleased := func(t *testing.T, when string) {
+		t.Helper()
+		poll.UntilReason(t, 30*time.Second, "agent 1's lease released "+when, func() (bool, string) {
+			req, _ := http.NewRequest(http.MethodGet, base+"/api/v1/agents/1/pending", nil)
+			req.Header.Set("Authorization", "Bearer "+agent1Key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var p struct {
+				Data struct {
+					State string `json:"state"`
+				} `json:"data"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&p); err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("agent 1's pending view: %d %v", resp.StatusCode, err)
+			}
+			return p.Data.State != "leased", p.Data.State
+		})
+	}
 	run(t, ctxB, "runs page", chromedp.Navigate(base+"/console/agents/1/runs"), chromedp.WaitVisible(chromedp.ID("runs-table")))
 	if st := post(agent1Key, "/api/v1/conversations/c1/messages", `{"agentId":1,"messages":[
 		{"role":"user","content":"I love noodles, with vegetables please."},{"role":"assistant","content":"Noted: noodles with vegetables."},
@@ -287,6 +311,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("store messages: %d", st)
 	}
 	run(t, ctxB, "agent page, nothing waits", chromedp.Navigate(base+"/console/agents/1"), chromedp.WaitVisible(chromedp.ID("pending-noconvs")))
+	// The manual runs above answered when their runs ended; each worker releases the agent's
+	// lease just after. c2's event is to meet the cooldown, not a held lease (which defers it
+	// instead of making it the cooldown's waiter): wait for the release.
+	leaseReleased(t, "before c2's event")
 	if st := post(agent1Key, "/api/v1/events/conversation-completed", `{"eventId":"evt-console-2","agentId":1,"conversationId":"c2","userMessage":"Remind me to book a table.","assistantReply":"I will remind you.","messageCount":4,"triggerSource":"web"}`); st != 202 {
 		t.Fatalf("publish event: %d", st)
 	}
@@ -306,6 +334,9 @@ func TestConsoleInBrowser(t *testing.T) {
 	if s := text(t, ctxB, ".flash"); !strings.Contains(s, "completed") {
 		t.Fatalf("extract now: %q", s)
 	}
+	// "completed" arrives before the worker releases the lease: wait for the release, the
+	// state the page is to show.
+	leaseReleased(t, "after c2's extraction")
 	run(t, ctxB, "agent page, c2 extracted", chromedp.Navigate(base+"/console/agents/1"), chromedp.WaitVisible(chromedp.ID("pending-noconvs")))
 	if s := text(t, ctxB, "#pending-state"); s != "idle" {
 		t.Fatalf("pending state after the extraction %q, want idle", s)

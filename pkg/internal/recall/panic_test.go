@@ -68,3 +68,59 @@ func TestReconcilePanicIsRecovered(t *testing.T) {
 		t.Fatalf("recovered reconcile panics = %v, want 1", got)
 	}
 }
+
+// armedModel is an embedder whose Model panics while armed (the searcher asks it when it
+// builds an agent's snapshot).
+type armedModel struct {
+	embed.Embedder
+	armed atomic.Bool
+}
+
+func (a *armedModel) Model() string {
+	if a.armed.Load() {
+		panic("model exploded")
+	}
+	return a.Embedder.Model()
+}
+
+// A panic while a searcher refreshes a cached agent in the background (an index notice) is
+// recovered and counted; the next search loads the agent and finds the new file.
+func TestRefreshPanicIsRecovered(t *testing.T) {
+	db := storetest.SQLite(t)
+	ctx := context.Background()
+	emb := &armedModel{Embedder: embed.NewOpenAI(embedtest.New(t, 64).Config())}
+	an := lexical.NewAnalyzer()
+	ix := recall.NewIndexer(db.DB, an, recall.Settings{}, recall.WithEmbedder(emb))
+	g := panics.New(slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	se := recall.NewSearcher(db.DB, an, recall.Settings{}, recall.SearchWithEmbedder(emb), recall.SearchWithGuard(g), recall.SearchWithLogger(slogDiscard()))
+	ws := workspace.New(db.DB, workspace.WithDefaults("en", "UTC"))
+	write := func(name, content string) {
+		t.Helper()
+		if _, _, err := ws.Write(ctx, 6, name, content, workspace.AnyVersion, workspace.Change{Actor: store.ActorTool}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ix.Sync(ctx, 6, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	search := func(q string) int {
+		t.Helper()
+		res, err := se.Search(ctx, 6, recall.Query{Text: q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(res.Hits)
+	}
+	write("notes/kite.md", "The kite festival is on the 12th.\n")
+	if search("kite festival") != 1 || se.CachedGeneration(6) < 0 {
+		t.Fatal("the agent is not searched and cached")
+	}
+	write("notes/boat.md", "The boat trip is on the 20th.\n")
+	emb.armed.Store(true)
+	se.Refresh(6)
+	poll.Until(t, 20*time.Second, "the refresh's panic recovered", func() bool { return g.Count("recall.refresh") == 1 })
+	emb.armed.Store(false)
+	if search("boat trip") != 1 {
+		t.Fatal("after the refresh's panic the next search does not find the new file")
+	}
+}

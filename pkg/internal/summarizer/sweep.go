@@ -9,6 +9,7 @@ import (
 
 	"github.com/matememory/matememory/pkg/event"
 	"github.com/matememory/matememory/pkg/internal/lease"
+	"github.com/matememory/matememory/pkg/internal/panics"
 )
 
 // The stranded sweep. Events acknowledged into an agent's coming extraction during its
@@ -76,8 +77,9 @@ func (s *Service) sweep(ctx context.Context, publish func(context.Context, *even
 }
 
 // sweepLoop runs the sweep every Settings.SweepEvery (±20%, so workers started together
-// spread out) until ctx ends.
-func (s *Service) sweepLoop(ctx context.Context, publish func(context.Context, *event.SummarizeRequest) error) {
+// spread out) until ctx ends. A panic in one sweep is recovered, logged and counted by g
+// (where "summarizer.sweep"): the next sweep runs as usual.
+func (s *Service) sweepLoop(ctx context.Context, g *panics.Guard, publish func(context.Context, *event.SummarizeRequest) error) {
 	if s.set.SweepEvery <= 0 {
 		return
 	}
@@ -88,7 +90,11 @@ func (s *Service) sweepLoop(ctx context.Context, publish func(context.Context, *
 			return
 		case <-time.After(d):
 		}
-		if _, err := s.sweep(ctx, publish); err != nil && ctx.Err() == nil {
+		var err error
+		if perr := g.Do("summarizer.sweep", func() { _, err = s.sweep(ctx, publish) }); perr != nil {
+			err = perr
+		}
+		if err != nil && ctx.Err() == nil {
 			s.d.Log.Warn("stranded sweep", "err", err)
 		}
 	}

@@ -115,8 +115,7 @@ func (w *Worker) Start() error {
 		w.wg.Add(1)
 		go func() {
 			defer w.wg.Done()
-			defer w.guard.Recover("summarizer.sweep")
-			w.svc.sweepLoop(ctx, func(ctx context.Context, r *event.SummarizeRequest) error {
+			w.svc.sweepLoop(ctx, w.guard, func(ctx context.Context, r *event.SummarizeRequest) error {
 				_, err := pub.Events().PublishSummarize(ctx, r)
 				return err
 			})
