@@ -129,3 +129,18 @@ func BenchmarkDemote8000(b *testing.B) {
 		}
 	}
 }
+
+// The archive's dates are the agent's: the heading in its zone with the offset shown, the
+// origin's date in the same zone (issue 29).
+func TestArchiveDatesInTheAgentsZone(t *testing.T) {
+	cst := time.FixedZone("CST", 8*3600)
+	at := time.Date(2026, 12, 2, 1, 30, 0, 0, cst) // 2026-12-01 17:30 UTC
+	origin := blame.Change{Version: 3, Actor: "api", Ref: "req-1", Time: time.Date(2026, 11, 30, 20, 0, 0, 0, time.UTC)}
+	got := Render([]Entry{{Text: "- a", Origin: origin}}, "MEMORY.md", ReasonDemotion, "run-1", at)
+	if !strings.HasPrefix(got, "## 2026-12-02 01:30 +08:00 · MEMORY.md") || !strings.Contains(got, "2026-12-01, api, request req-1") {
+		t.Errorf("block:\n%s", got)
+	}
+	if d, ok := DateOf(strings.SplitN(got, "\n", 2)[0], time.UTC); !ok || d.Day() != 2 {
+		t.Errorf("dated %v", d)
+	}
+}

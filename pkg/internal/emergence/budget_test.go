@@ -314,3 +314,52 @@ func TestEmergenceShrinkingAnOverBudgetFileIsKept(t *testing.T) {
 		}
 	})
 }
+
+// A MEMORY.md too large for the model's context does not fail the emergence: the service fits
+// it by demotion before the call (too large to ask about), the model is asked about the
+// fitted file, and what was demoted is in the archive (issue 29).
+func TestEmergenceFitsAFileOverTheModelsContext(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		const agent = 24
+		var full strings.Builder
+		full.WriteString("# MEMORY.md\n\n## Facts\n")
+		for i := 0; i < 1300; i++ {
+			fmt.Fprintf(&full, "- F-%05d: the order for customer C-%05d ships from warehouse W-%03d on day %d\n", i, i, i%997, i%90)
+		}
+		var refused atomic.Int32
+		f := newFixture(t, db, func(r llmtest.Received) llmtest.Reply {
+			size := 0
+			for _, m := range r.Messages {
+				size += len(m.Content)
+			}
+			if size > 60_000 {
+				refused.Add(1)
+				return llmtest.Reply{Status: 400, Content: `{"error":{"message":"This model's maximum context length is 8192 tokens","type":"invalid_request_error","code":"context_length_exceeded"}}`}
+			}
+			return llmtest.Reply{Content: jsonReply(false, "nothing new", "")}
+		})
+		budget := 2000
+		if _, err := f.ws.SetBudgets(context.Background(), agent, &budget, nil); err != nil {
+			t.Fatal(err)
+		}
+		f.write(agent, "MEMORY.md", full.String())
+		f.write(agent, "memory/2026-04-03.md", "# 2026-04-03\n\n- Orders reviewed.\n")
+		st, a := f.trigger(agent)
+		if st != 200 || a.Data.RunStatus != store.RunCompleted {
+			t.Fatalf("trigger: %d %+v", st, a)
+		}
+		mem := f.memory(agent).Content
+		if n := f.ws.CountTokens(mem); n > budget || refused.Load() != 0 {
+			t.Fatalf("MEMORY.md %d tokens of %d, %d context refusals", n, budget, refused.Load())
+		}
+		note, err := f.ws.Get(context.Background(), agent, archiveNote)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(strings.TrimSpace(full.String()), "\n") {
+			if strings.TrimSpace(l) != "" && !strings.Contains(mem+"\n", l+"\n") && !strings.Contains(note.Content, l+"\n") {
+				t.Fatalf("%q lost", l)
+			}
+		}
+	})
+}

@@ -35,6 +35,7 @@ import (
 	"github.com/matememory/matememory/pkg/api"
 	"github.com/matememory/matememory/pkg/internal/archive"
 	"github.com/matememory/matememory/pkg/internal/bus"
+	"github.com/matememory/matememory/pkg/internal/consolidate"
 	"github.com/matememory/matememory/pkg/internal/fence"
 	"github.com/matememory/matememory/pkg/internal/guard"
 	"github.com/matememory/matememory/pkg/internal/lease"
@@ -504,12 +505,29 @@ func (w *Worker) rewrite(ctx context.Context, req Request, p prepared, run *ledg
 		return "", "", err
 	}
 	cur := read.Content
+	// A MEMORY.md too large to put in a prompt is fitted by the service's demotion first,
+	// with no model answer (what it demotes is archived with the write); one the model
+	// answers context_length_exceeded to is fitted so and asked about again, once.
+	budget := p.budgets.MemoryTokens
+	if budget > 0 && consolidate.TooLargeToAsk(w.ws.CountTokens(cur), budget) {
+		cur = w.fit(ctx, p, read, cur, archive.ReasonDemotion, run.RunID).content
+	}
 	reply, truncated, err := w.ask(ctx, p, cur, run)
+	if err != nil && llm.ContextLengthExceeded(err) && budget > 0 {
+		if fitted := w.fit(ctx, p, read, cur, archive.ReasonDemotion, run.RunID).content; fitted != cur {
+			cur = fitted
+			reply, truncated, err = w.ask(ctx, p, cur, run)
+		}
+	}
 	if err != nil {
 		return "", "", err
 	}
 	if !reply.ShouldUpdate {
-		return store.RunSkipped, "the model saw nothing to consolidate: " + oneLine(reply.Reason) + p.suffix, nil
+		if cur == read.Content {
+			return store.RunSkipped, "the model saw nothing to consolidate: " + oneLine(reply.Reason) + p.suffix, nil
+		}
+		// The service's fit is written all the same: the file was too large to ask about.
+		reply = Reply{ShouldUpdate: true, MemoryContent: cur, Reason: "MEMORY.md fitted to its budget by the service (the model changed nothing): " + reply.Reason}
 	}
 	proposed, form := reply.MemoryContent, archive.ReasonRewrite
 	if len(reply.MemoryEdits) > 0 {
@@ -530,7 +548,7 @@ func (w *Worker) rewrite(ctx context.Context, req Request, p prepared, run *ledg
 		// The seeded template holds no user information: replacing it loses nothing.
 		base = ""
 	}
-	if strings.TrimSpace(content) == strings.TrimSpace(cur) {
+	if strings.TrimSpace(content) == strings.TrimSpace(read.Content) {
 		return store.RunSkipped, "the consolidation equals the current MEMORY.md: " + oneLine(reply.Reason), nil
 	}
 	// The budget holds whatever the model answered; what leaves the file is archived.

@@ -280,3 +280,39 @@ func TestRefusedConsolidationBacksOff(t *testing.T) {
 		}
 	})
 }
+
+// A model's whole-file answer larger than max-file-bytes is not refused when the file has a
+// budget: the service fits it without the model, and what it demoted is in the archive.
+func TestOversizedAnswerIsFitted(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, db storetest.DB) {
+		var huge string
+		fake := llmtest.New(t, func(r llmtest.Received) llmtest.Reply {
+			return answer(map[string]any{"should_update": true, "reason": "r", "daily_entry": "- noted", "memory_update": huge})
+		})
+		h := newHarness(t, db, withLLM(fake))
+		budget := 2000
+		if _, err := h.ws.SetBudgets(context.Background(), 21, &budget, nil); err != nil {
+			t.Fatal(err)
+		}
+		huge = bigMemory(12000)
+		if len(huge) <= h.ws.MaxBytes() {
+			t.Fatalf("answer of %d bytes, within the cap", len(huge))
+		}
+		h.conversation(21, "c1", "t21", 4)
+		h.worker(h.service("w1"))
+		h.publish(completed(21, "c1", "e-huge", 4))
+		poll.Until(t, 60*time.Second, "settled", func() bool { return h.settled() && len(h.runs("e-huge")) > 0 })
+		run := h.runs("e-huge")[0]
+		mem, _ := h.file(21, "MEMORY.md")
+		if n := h.ws.CountTokens(mem.Content); run.Status != store.RunCompleted || n > budget {
+			t.Fatalf("run %s (%.300s), MEMORY.md %d tokens of %d", run.Status, run.Reason, n, budget)
+		}
+		arch, largest := archived(t, h, 21)
+		if largest > h.ws.MaxBytes() {
+			t.Errorf("an archive note of %d bytes", largest)
+		}
+		if l := lost(huge, mem.Content, arch); len(l) > 0 {
+			t.Fatalf("%d lines lost, first %q", len(l), l[0])
+		}
+	})
+}

@@ -185,6 +185,8 @@ func (s *Service) fit(ctx context.Context, job Job, a *attempt, c core, p *plan)
 		loc = time.UTC
 	}
 	now := s.d.Now().In(loc)
+	kept := p.core[:0]
+	defer func() { p.core = kept }()
 	for i := range p.core {
 		w := &p.core[i]
 		budget := c.budget(w.name)
@@ -196,6 +198,14 @@ func (s *Service) fit(ctx context.Context, job Job, a *attempt, c core, p *plan)
 			p.res.Reason += fmt.Sprintf("; %s over its budget of %d tokens: %d entries demoted to the archive", w.name, budget, len(f.Demoted))
 		}
 		w.text = f.Content
+		if max := s.d.Workspace.MaxBytes(); len(w.text) > max {
+			// Fitted to its tokens and still over the byte cap (a budget of more tokens than
+			// the cap holds): refused, as an answer over the cap without a budget is.
+			p.refusals = append(p.refusals, refusal{name: w.name, form: w.form,
+				reason: fmt.Sprintf("%s: the new content is %d bytes; at most %d allowed", w.name, len(w.text), max)})
+			continue
+		}
+		kept = append(kept, *w)
 		reason := archive.ReasonRewrite
 		switch {
 		case c.form[w.name] != "":

@@ -312,7 +312,7 @@ func (s *Service) extract(ctx context.Context, l *lease.Lease, job Job, a *attem
 		if !ok {
 			return res
 		}
-		p := s.write(out, b, seen, daily, date)
+		p := s.write(out, b, seen, daily, date, a.budgets)
 		s.fit(ctx, job, a, c, &p)
 		if s.hookBeforeCommit != nil {
 			if err := s.hookBeforeCommit(); err != nil {
@@ -428,10 +428,10 @@ type plan struct {
 // write turns the model's answer into a plan: the core files' new contents (planCoreWrites),
 // the redacted daily entry, the cooldown an LLM extraction sets, and the outcome's status
 // and reason.
-func (s *Service) write(out extractOutput, b batch, files map[string]workspace.File, daily, date string) plan {
+func (s *Service) write(out extractOutput, b batch, files map[string]workspace.File, daily, date string, budgets workspace.AgentBudgets) plan {
 	p := plan{file: daily, date: date, base: files[daily]}
 	if out.ShouldUpdate {
-		p.core, p.refusals = s.planCoreWrites(out, files)
+		p.core, p.refusals = s.planCoreWrites(out, files, budgets)
 		p.entry = strings.TrimSpace(guard.Redact(out.DailyEntry))
 	}
 	if cd := s.set.Memory.CooldownMinutes.Duration(); out.Provider == ProviderLLM && cd > 0 {

@@ -467,7 +467,7 @@ type coreWrite struct {
 // applied to the content read for this round (all or nothing), or its whole new content;
 // redacted, trimmed and checked by the rewrite guard. What cannot be written is a refusal
 // with its reason; the LLM is not asked again for it (docs/pipeline.md, "Edits").
-func (s *Service) planCoreWrites(out extractOutput, cur map[string]workspace.File) ([]coreWrite, []refusal) {
+func (s *Service) planCoreWrites(out extractOutput, cur map[string]workspace.File, budgets workspace.AgentBudgets) ([]coreWrite, []refusal) {
 	var writes []coreWrite
 	var refusals []refusal
 	for _, f := range []struct {
@@ -506,8 +506,13 @@ func (s *Service) planCoreWrites(out extractOutput, cur map[string]workspace.Fil
 			continue
 		}
 		// Checked here, not in the commit, so that a file the workspace would refuse is a
-		// refusal of that file and not a failure of the whole extraction.
-		if max := s.d.Workspace.MaxBytes(); len(text) > max {
+		// refusal of that file and not a failure of the whole extraction. A file with a
+		// budget is fitted to it after the answer (fit), without the model: not refused.
+		budget := budgets.MemoryTokens
+		if f.name == ProfileFile {
+			budget = budgets.ProfileTokens
+		}
+		if max := s.d.Workspace.MaxBytes(); len(text) > max && budget <= 0 {
 			refuse(fmt.Sprintf("%s: the new content is %d bytes; at most %d allowed", f.name, len(text), max))
 			continue
 		}
