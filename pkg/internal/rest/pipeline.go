@@ -37,7 +37,7 @@ func RegisterPipeline(s *httpapi.Server, api summarizer.API) {
 	httpapi.Optional(s, evt, "eventId", "occurredAt")
 	httpapi.MayOmit(s, evt, "userMessage", "assistantReply", "messageCount", "triggerSource")
 	httpapi.Nullable(s, evt, "eventId", "occurredAt", "userMessage", "assistantReply", "messageCount", "triggerSource", "turnStatus", "finishReason", "messages")
-	httpapi.MayOmit(s, reflect.TypeFor[event.Message](), "content") // an assistant message that only calls tools
+	httpapi.MayOmit(s, reflect.TypeFor[event.Message](), "content")                        // an assistant message that only calls tools
 	httpapi.Nullable(s, reflect.TypeFor[event.Message](), "content", "toolCallId", "name") // toolCalls has no type: null is one of its values already
 	httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: "/api/v1/memory/{agentId}/summarize/{conversationId}", OperationID: "summarizeConversation", Tags: pipeline,
 		Summary:      "Extract memory from a conversation now",
