@@ -101,8 +101,9 @@ type ConversationCompletedEvent struct {
 	OccurredAt     time.Time `json:"occurredAt"`
 	AgentID        int64     `json:"agentId"`
 	ConversationID string    `json:"conversationId"`
-	// UserMessage is the last user message; empty or absent: the length pre-check uses the
-	// conversation's last stored user message instead.
+	// UserMessage is the last user message. Like every field but the ids it may be absent or
+	// null (a tool-only turn has none): then, as in the spec's listener, the length pre-check
+	// is skipped. Go reads null as "", so empty means the same.
 	UserMessage    string `json:"userMessage"`
 	AssistantReply string `json:"assistantReply"`
 	MessageCount   int    `json:"messageCount"`

@@ -48,7 +48,9 @@ class ConflictError(MateMemoryError):
 
 
 class PreconditionFailedError(MateMemoryError):
-    """412: a precondition other than the version (If-None-Match) failed."""
+    """412: ``If-None-Match: *`` found the file (PUT .../files/{filename}, documented on
+    writeFile and mateclawWriteFile). No typed method sends that header (write_file with
+    ``expected_version=0`` creates with ``If-Match: 0`` and raises ConflictError); a raw call that does can raise this."""
 
 
 class TooLargeError(MateMemoryError):

@@ -141,7 +141,7 @@ class AgentBody(TypedDict):
 
 class AgentPage(TypedDict):
     """The AgentPage schema."""
-    agents: list[WorkspaceAgentSummary] | None
+    agents: list[WorkspaceAgentSummary]
     count: int
     nextAfter: NotRequired[int]
 
@@ -151,7 +151,7 @@ class Blame(TypedDict):
     agentId: int
     count: int
     filename: str
-    lines: list[BlameLine] | None
+    lines: list[BlameLine]
     version: int
 
 
@@ -189,7 +189,7 @@ class BundleImportReport(TypedDict):
     changes: int
     "Created plus updated: 0 when the same bundle is imported again."
     conflictCount: int
-    conflicts: list[BundleConflict] | None
+    conflicts: list[BundleConflict]
     "The first 1000 conflicts."
     created: BundleCounts
     "Records written that the target did not have."
@@ -273,7 +273,7 @@ class CronjobJobDeleted(TypedDict):
 class CronjobJobList(TypedDict):
     """The CronjobJobList schema."""
     count: int
-    jobs: list[CronjobJob] | None
+    jobs: list[CronjobJob]
 
 
 class CronjobPatchBody(TypedDict):
@@ -476,7 +476,7 @@ class EnvelopeListMateClawFile(TypedDict):
     """The EnvelopeListMateClawFile schema."""
     code: int
     "The HTTP status code, repeated."
-    data: list[MateClawFile] | None
+    data: list[MateClawFile]
     msg: NotRequired[str]
     "Empty on success."
 
@@ -485,7 +485,7 @@ class EnvelopeListString(TypedDict):
     """The EnvelopeListString schema."""
     code: int
     "The HTTP status code, repeated."
-    data: list[str] | None
+    data: list[str]
     msg: NotRequired[str]
     "Empty on success."
 
@@ -494,7 +494,7 @@ class EnvelopeListToolDefinition(TypedDict):
     """The EnvelopeListToolDefinition schema."""
     code: int
     "The HTTP status code, repeated."
-    data: list[ToolDefinition] | None
+    data: list[ToolDefinition]
     msg: NotRequired[str]
     "Empty on success."
 
@@ -621,7 +621,7 @@ class ErasureConversationReceipt(TypedDict):
     actor: str
     agentId: int
     conversationId: str
-    derived: list[ErasureDerivedVersion] | None
+    derived: list[ErasureDerivedVersion]
     erasedAt: str
     messages: dict[str, int]
     rows: dict[str, int]
@@ -640,7 +640,7 @@ class ErasureReceipt(TypedDict):
     actor: str
     agentId: int
     erasedAt: str
-    kept: list[str] | None
+    kept: list[str]
     mcpSessions: int
     messages: dict[str, int]
     rows: dict[str, int]
@@ -666,26 +666,26 @@ class EventAck(TypedDict):
 class EventConversationCompletedEvent(TypedDict):
     """The EventConversationCompletedEvent schema."""
     agentId: int
-    assistantReply: str
+    assistantReply: NotRequired[str | None]
     conversationId: str
-    eventId: NotRequired[str]
+    eventId: NotRequired[str | None]
     "Filled in by the server when absent."
-    finishReason: NotRequired[str]
-    messageCount: int
+    finishReason: NotRequired[str | None]
+    messageCount: NotRequired[int | None]
     messages: NotRequired[list[EventMessage] | None]
-    occurredAt: NotRequired[str]
+    occurredAt: NotRequired[str | None]
     "Filled in by the server when absent."
-    triggerSource: str
-    turnStatus: NotRequired[str]
-    userMessage: str
+    triggerSource: NotRequired[str | None]
+    turnStatus: NotRequired[str | None]
+    userMessage: NotRequired[str | None]
 
 
 class EventMessage(TypedDict):
     """The EventMessage schema."""
-    content: NotRequired[str]
-    name: NotRequired[str]
+    content: NotRequired[str | None]
+    name: NotRequired[str | None]
     role: str
-    toolCallId: NotRequired[str]
+    toolCallId: NotRequired[str | None]
     toolCalls: NotRequired[Any]
 
 
@@ -694,24 +694,24 @@ class FileHistory(TypedDict):
     agentId: int
     count: int
     filename: str
-    history: list[WorkspaceHistoryEntry] | None
+    history: list[WorkspaceHistoryEntry]
 
 
 class FileList(TypedDict):
     """The FileList schema."""
     agentId: int
     count: int
-    files: list[WorkspaceInfo] | None
+    files: list[WorkspaceInfo]
 
 
 class LedgerRun(TypedDict):
     """The LedgerRun schema."""
     agentId: int
     attempt: int
-    conversations: list[str] | None
+    conversations: list[str]
     createTime: str
     eventId: NotRequired[str]
-    filesChanged: list[str] | None
+    filesChanged: list[str]
     kind: str
     latencyMs: int
     model: NotRequired[str]
@@ -727,7 +727,7 @@ class LineOrigin(TypedDict):
     """The LineOrigin schema."""
     action: NotRequired[str]
     actor: NotRequired[str]
-    conversations: NotRequired[list[str] | None]
+    conversations: NotRequired[list[str]]
     eventId: NotRequired[str]
     ref: NotRequired[str]
     runKind: NotRequired[str]
@@ -784,7 +784,7 @@ class Messages(TypedDict):
     conversationId: str
     count: int
     hasMore: bool
-    messages: list[ConversationMessage] | None
+    messages: list[ConversationMessage]
 
 
 class MessagesBody(TypedDict):
@@ -806,7 +806,7 @@ class MessagesBody(TypedDict):
 class OverBudgetList(TypedDict):
     """The OverBudgetList schema."""
     count: int
-    files: list[WorkspaceOverBudget] | None
+    files: list[WorkspaceOverBudget]
 
 
 class PatchBody(TypedDict):
@@ -856,7 +856,7 @@ class RecallResult(TypedDict):
     agentId: int
     confident: bool
     degraded: bool
-    hits: list[RecallHit] | None
+    hits: list[RecallHit]
     mode: str
     notice: NotRequired[str]
     query: str
@@ -866,7 +866,7 @@ class RecallResult(TypedDict):
 class RecallStated(TypedDict):
     """The RecallStated schema."""
     days: int
-    files: NotRequired[list[str] | None]
+    files: NotRequired[list[str]]
     latest: str
 
 
@@ -920,15 +920,15 @@ class SummarizerDeadLetter(TypedDict):
 class SummarizerDeadLetters(TypedDict):
     """The SummarizerDeadLetters schema."""
     count: int
-    deadLetters: list[SummarizerDeadLetter] | None
+    deadLetters: list[SummarizerDeadLetter]
 
 
 class SummarizerPending(TypedDict):
     """The SummarizerPending schema."""
     agentId: int
-    coalesced: list[SummarizerPendingEvent] | None
+    coalesced: list[SummarizerPendingEvent]
     "Events acknowledged into the agent's next extraction during the cooldown; their ledger rows are written by that extraction."
-    conversations: list[SummarizerPendingConversation] | None
+    conversations: list[SummarizerPendingConversation]
     "Conversations with messages not yet extracted (the agent's next extraction covers them), oldest first, at most 100."
     cooldown: NotRequired[SummarizerPendingCooldown]
     "The agent's extraction cooldown (absent when none runs)."
@@ -994,7 +994,7 @@ class SummarizerRunList(TypedDict):
     """The SummarizerRunList schema."""
     agentId: int
     count: int
-    runs: list[LedgerRun] | None
+    runs: list[LedgerRun]
 
 
 class SummarizerSummarizeResult(TypedDict):
@@ -1067,7 +1067,7 @@ class WindowRecallInfo(TypedDict):
     mode: NotRequired[str]
     notice: NotRequired[str]
     query: str
-    sources: NotRequired[list[RecallHit] | None]
+    sources: NotRequired[list[RecallHit]]
     tokens: int
 
 
@@ -1099,7 +1099,7 @@ class WindowResult(TypedDict):
     kept: int
     language: str
     llmCalls: int
-    messages: list[WindowMessage] | None
+    messages: list[WindowMessage]
     model: NotRequired[str]
     recall: NotRequired[WindowRecallInfo]
     skippedMessages: NotRequired[int]
@@ -1108,8 +1108,8 @@ class WindowResult(TypedDict):
     tokenizer: str
     tokens: WindowTokens
     trimmed: int
-    warnings: NotRequired[list[str] | None]
-    workspaceCut: NotRequired[list[WindowWorkspaceCut] | None]
+    warnings: NotRequired[list[str]]
+    workspaceCut: NotRequired[list[WindowWorkspaceCut]]
 
 
 class WindowTokens(TypedDict):

@@ -39,7 +39,11 @@ export class ForbiddenError extends MateMemoryError {}
 export class NotFoundError extends MateMemoryError {}
 /** 409: the file changed since the version sent (read it again and redo the change), or a create-only write found it there. */
 export class ConflictError extends MateMemoryError {}
-/** 412: a precondition other than the version (If-None-Match) failed. */
+/**
+ * 412: `If-None-Match: *` found the file (PUT …/files/{filename}, documented on writeFile and
+ * mateclawWriteFile). No typed method sends that header (writeFile with
+ * `expectedVersion: 0` creates with `If-Match: 0` and gets a ConflictError); a raw call through `mem.api` / `mem.http` that does can get this.
+ */
 export class PreconditionFailedError extends MateMemoryError {}
 /** 413: the body or the assembled context is over its limit. */
 export class TooLargeError extends MateMemoryError {}

@@ -97,7 +97,7 @@ export interface paths {
         post?: never;
         /**
          * Erase every trace of an agent (irreversible)
-         * @description Removes the agent's files and their history, messages, watermarks, ledger rows, cron jobs, recall index and the embeddings only it used, its KV records (lease and cooldown, context summaries, manual-emergence key), every message on its subjects in the JetStream streams and the dead letters, and closes its MCP sessions in this process. SQLite is vacuumed and its WAL truncated; JetStream messages are erased with secure delete. An event from before the erasure (in flight, redelivered, replayed) brings nothing back; events after it start the agent anew. Needs erase=true and confirm equal to the agent id; the agent's own key or an admin key. Answers the receipt: counts per store, no content.
+         * @description Removes the agent's files and their history, messages, watermarks, ledger rows, cron jobs, recall index and the embeddings only it used, its KV records (lease and cooldown, context summaries, manual-emergence key), every message on its subjects in the JetStream streams and the dead letters, and closes its MCP sessions in this process. SQLite is vacuumed and its WAL truncated; JetStream messages are erased with secure delete. An event from before the erasure (in flight, redelivered, replayed) brings nothing back; events after it start the agent anew. Needs erase=true and confirm equal to the agent id, and a key that may act for the agent (an admin-only key may not). Answers the receipt: counts per store, no content.
          */
         delete: operations["eraseAgent"];
         options?: never;
@@ -121,7 +121,7 @@ export interface paths {
         post?: never;
         /**
          * Erase one conversation of an agent (irreversible)
-         * @description Removes the conversation's messages, watermark, recall chunks and context summaries, the ledger rows of the runs that covered it, and its events (completed events, summarize requests, their dead letters) on the streams by secure delete. Answers the receipt, with the memory file versions those runs wrote listed under derived, for review: what the conversation may have introduced there stays until a person edits it out. Needs erase=true and confirm equal to the conversation id; the agent's own key or an admin key.
+         * @description Removes the conversation's messages, watermark, recall chunks and context summaries, the ledger rows of the runs that covered it, and its events (completed events, summarize requests, their dead letters) on the streams by secure delete. Answers the receipt, with the memory file versions those runs wrote listed under derived, for review: what the conversation may have introduced there stays until a person edits it out. Needs erase=true and confirm equal to the conversation id, and a key that may act for the agent (an admin-only key may not).
          */
         delete: operations["eraseConversation"];
         options?: never;
@@ -588,7 +588,7 @@ export interface paths {
         put?: never;
         /**
          * Publish a ConversationCompletedEvent
-         * @description Answers 202 once JetStream stored the event (duplicate is true when an event with this id was stored before: publishing is idempotent by eventId, scoped by agent), 503 when it did not: retry with the same eventId. eventId and occurredAt are filled in when absent.
+         * @description Answers 202 once JetStream stored the event (duplicate is true when an event with this id was stored before: publishing is idempotent by eventId, scoped by agent), 503 when it did not: retry with the same eventId. 409 for an event that occurred before its agent was erased (never stored). eventId and occurredAt are filled in when absent; every field but agentId and conversationId may be absent or null.
          */
         post: operations["publishConversationCompleted"];
         delete?: never;
@@ -802,7 +802,7 @@ export interface components {
             timezone?: string;
         };
         AgentPage: {
-            agents: components["schemas"]["WorkspaceAgentSummary"][] | null;
+            agents: components["schemas"]["WorkspaceAgentSummary"][];
             /** Format: int64 */
             count: number;
             /** Format: int64 */
@@ -814,7 +814,7 @@ export interface components {
             /** Format: int64 */
             count: number;
             filename: string;
-            lines: components["schemas"]["BlameLine"][] | null;
+            lines: components["schemas"]["BlameLine"][];
             /** Format: int64 */
             version: number;
         };
@@ -864,7 +864,7 @@ export interface components {
             /** Format: int64 */
             conflictCount: number;
             /** @description The first 1000 conflicts. */
-            conflicts: components["schemas"]["BundleConflict"][] | null;
+            conflicts: components["schemas"]["BundleConflict"][];
             /** @description Records written that the target did not have. */
             created: components["schemas"]["BundleCounts"];
             dryRun: boolean;
@@ -967,7 +967,7 @@ export interface components {
         CronjobJobList: {
             /** Format: int64 */
             count: number;
-            jobs: components["schemas"]["CronjobJob"][] | null;
+            jobs: components["schemas"]["CronjobJob"][];
         };
         CronjobPatchBody: {
             /**
@@ -1218,7 +1218,7 @@ export interface components {
              * @example 200
              */
             code: number;
-            data: components["schemas"]["MateClawFile"][] | null;
+            data: components["schemas"]["MateClawFile"][];
             /** @description Empty on success. */
             msg?: string;
         };
@@ -1229,7 +1229,7 @@ export interface components {
              * @example 200
              */
             code: number;
-            data: string[] | null;
+            data: string[];
             /** @description Empty on success. */
             msg?: string;
         };
@@ -1240,7 +1240,7 @@ export interface components {
              * @example 200
              */
             code: number;
-            data: components["schemas"]["ToolDefinition"][] | null;
+            data: components["schemas"]["ToolDefinition"][];
             /** @description Empty on success. */
             msg?: string;
         };
@@ -1394,7 +1394,7 @@ export interface components {
             /** Format: int64 */
             agentId: number;
             conversationId: string;
-            derived: components["schemas"]["ErasureDerivedVersion"][] | null;
+            derived: components["schemas"]["ErasureDerivedVersion"][];
             /** Format: date-time */
             erasedAt: string;
             messages: {
@@ -1417,7 +1417,7 @@ export interface components {
             agentId: number;
             /** Format: date-time */
             erasedAt: string;
-            kept: string[] | null;
+            kept: string[];
             /** Format: int64 */
             mcpSessions: number;
             messages: {
@@ -1451,28 +1451,28 @@ export interface components {
         EventConversationCompletedEvent: {
             /** Format: int64 */
             agentId: number;
-            assistantReply: string;
+            assistantReply?: string | null;
             conversationId: string;
             /** @description Filled in by the server when absent. */
-            eventId?: string;
-            finishReason?: string;
+            eventId?: string | null;
+            finishReason?: string | null;
             /** Format: int64 */
-            messageCount: number;
+            messageCount?: number | null;
             messages?: components["schemas"]["EventMessage"][] | null;
             /**
              * Format: date-time
              * @description Filled in by the server when absent.
              */
-            occurredAt?: string;
-            triggerSource: string;
-            turnStatus?: string;
-            userMessage: string;
+            occurredAt?: string | null;
+            triggerSource?: string | null;
+            turnStatus?: string | null;
+            userMessage?: string | null;
         };
         EventMessage: {
-            content?: string;
-            name?: string;
+            content?: string | null;
+            name?: string | null;
             role: string;
-            toolCallId?: string;
+            toolCallId?: string | null;
             toolCalls?: unknown;
         };
         FileHistory: {
@@ -1481,25 +1481,25 @@ export interface components {
             /** Format: int64 */
             count: number;
             filename: string;
-            history: components["schemas"]["WorkspaceHistoryEntry"][] | null;
+            history: components["schemas"]["WorkspaceHistoryEntry"][];
         };
         FileList: {
             /** Format: int64 */
             agentId: number;
             /** Format: int64 */
             count: number;
-            files: components["schemas"]["WorkspaceInfo"][] | null;
+            files: components["schemas"]["WorkspaceInfo"][];
         };
         LedgerRun: {
             /** Format: int64 */
             agentId: number;
             /** Format: int64 */
             attempt: number;
-            conversations: string[] | null;
+            conversations: string[];
             /** Format: date-time */
             createTime: string;
             eventId?: string;
-            filesChanged: string[] | null;
+            filesChanged: string[];
             kind: string;
             /** Format: int64 */
             latencyMs: number;
@@ -1516,7 +1516,7 @@ export interface components {
         LineOrigin: {
             action?: string;
             actor?: string;
-            conversations?: string[] | null;
+            conversations?: string[];
             eventId?: string;
             ref?: string;
             runKind?: string;
@@ -1586,7 +1586,7 @@ export interface components {
             /** Format: int64 */
             count: number;
             hasMore: boolean;
-            messages: components["schemas"]["ConversationMessage"][] | null;
+            messages: components["schemas"]["ConversationMessage"][];
         };
         MessagesBody: {
             /**
@@ -1613,7 +1613,7 @@ export interface components {
         OverBudgetList: {
             /** Format: int64 */
             count: number;
-            files: components["schemas"]["WorkspaceOverBudget"][] | null;
+            files: components["schemas"]["WorkspaceOverBudget"][];
         };
         PatchBody: {
             /** @description Whether the file is injected into the system prompt. */
@@ -1678,7 +1678,7 @@ export interface components {
             agentId: number;
             confident: boolean;
             degraded: boolean;
-            hits: components["schemas"]["RecallHit"][] | null;
+            hits: components["schemas"]["RecallHit"][];
             mode: string;
             notice?: string;
             query: string;
@@ -1688,7 +1688,7 @@ export interface components {
         RecallStated: {
             /** Format: int64 */
             days: number;
-            files?: string[] | null;
+            files?: string[];
             latest: string;
         };
         RollbackBody: {
@@ -1759,15 +1759,15 @@ export interface components {
         SummarizerDeadLetters: {
             /** Format: int64 */
             count: number;
-            deadLetters: components["schemas"]["SummarizerDeadLetter"][] | null;
+            deadLetters: components["schemas"]["SummarizerDeadLetter"][];
         };
         SummarizerPending: {
             /** Format: int64 */
             agentId: number;
             /** @description Events acknowledged into the agent's next extraction during the cooldown; their ledger rows are written by that extraction. */
-            coalesced: components["schemas"]["SummarizerPendingEvent"][] | null;
+            coalesced: components["schemas"]["SummarizerPendingEvent"][];
             /** @description Conversations with messages not yet extracted (the agent's next extraction covers them), oldest first, at most 100. */
-            conversations: components["schemas"]["SummarizerPendingConversation"][] | null;
+            conversations: components["schemas"]["SummarizerPendingConversation"][];
             /** @description The agent's extraction cooldown (absent when none runs). */
             cooldown?: components["schemas"]["SummarizerPendingCooldown"];
             /** @description Who holds the agent's lease (absent when free). */
@@ -1852,7 +1852,7 @@ export interface components {
             agentId: number;
             /** Format: int64 */
             count: number;
-            runs: components["schemas"]["LedgerRun"][] | null;
+            runs: components["schemas"]["LedgerRun"][];
         };
         SummarizerSummarizeResult: {
             /** @description No summarizer worker is running. */
@@ -1922,7 +1922,7 @@ export interface components {
             mode?: string;
             notice?: string;
             query: string;
-            sources?: components["schemas"]["RecallHit"][] | null;
+            sources?: components["schemas"]["RecallHit"][];
             /** Format: int64 */
             tokens: number;
         };
@@ -1961,7 +1961,7 @@ export interface components {
             language: string;
             /** Format: int64 */
             llmCalls: number;
-            messages: components["schemas"]["WindowMessage"][] | null;
+            messages: components["schemas"]["WindowMessage"][];
             model?: string;
             recall?: components["schemas"]["WindowRecallInfo"];
             /** Format: int64 */
@@ -1973,8 +1973,8 @@ export interface components {
             tokens: components["schemas"]["WindowTokens"];
             /** Format: int64 */
             trimmed: number;
-            warnings?: string[] | null;
-            workspaceCut?: components["schemas"]["WindowWorkspaceCut"][] | null;
+            warnings?: string[];
+            workspaceCut?: components["schemas"]["WindowWorkspaceCut"][];
         };
         WindowTokens: {
             /** Format: int64 */
@@ -3725,6 +3725,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorEnvelope"];
                 };
             };
+            /** @description Unsupported Media Type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
         };
     };
     mcpEventStream: {
@@ -3849,13 +3858,13 @@ export interface operations {
             };
         };
         responses: {
-            /** @description A JSON-RPC response (a result or an error), or a stream of them */
+            /** @description A JSON-RPC response (a result or an error), an array of them answering a batch (a request without MCP-Protocol-Version, read as 2025-03-26, may send one), or a stream of them */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": Record<string, never>;
+                    "application/json": Record<string, never> | Record<string, never>[];
                     "text/event-stream": string;
                 };
             };
@@ -5519,6 +5528,15 @@ export interface operations {
             };
             /** @description Forbidden */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorEnvelope"];
+                };
+            };
+            /** @description Conflict */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -56,6 +56,8 @@ type Server struct {
 	cors map[string]bool
 	// guard logs and counts a handler's panic (WithGuard).
 	guard *panics.Guard
+	// arrays is the document's schema registry (newAPI).
+	arrays *arrays
 }
 
 // WithGuard logs and counts handlers' panics with g (by default a guard on the server's

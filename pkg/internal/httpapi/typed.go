@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -203,7 +204,8 @@ func (d docAPI) DocumentOperation(op *huma.Operation) {
 }
 
 func newAPI(s *Server) huma.API {
-	registry := huma.NewMapRegistry("#/components/schemas/", schemaName)
+	registry := &arrays{Registry: huma.NewMapRegistry("#/components/schemas/", schemaName), nullable: map[*huma.Schema]map[string]bool{}}
+	s.arrays = registry
 	registry.RegisterTypeAlias(reflect.TypeFor[huma.ErrorModel](), reflect.TypeFor[ErrorEnvelope]())
 	cfg := huma.Config{
 		OpenAPI: &huma.OpenAPI{
@@ -909,7 +911,8 @@ func MayOmit(s *Server, t reflect.Type, fields ...string) *huma.Schema {
 }
 
 // Nullable marks fields of t's schema as nullable: a type whose MarshalJSON writes null for
-// them (an OpenAI assistant message that only calls tools has "content": null).
+// them (an OpenAI assistant message that only calls tools has "content": null), or a request
+// field a client may send as null. An array field is nullable only this way (see arrays).
 func Nullable(s *Server, t reflect.Type, fields ...string) {
 	sch := s.component(t)
 	if sch == nil {
@@ -918,8 +921,49 @@ func Nullable(s *Server, t reflect.Type, fields ...string) {
 	for _, f := range fields {
 		if p := sch.Properties[f]; p != nil {
 			p.Nullable = true
+			s.arrays.allowNull(sch, f)
 		}
 	}
+}
+
+// arrays is the document's schema registry with one rule of its own: huma types every
+// slice field nullable, but the service answers [] for an empty list (the handlers never
+// send a nil slice), so an array property is not nullable unless Nullable says so (a
+// request field a client may send as null).
+type arrays struct {
+	huma.Registry
+	mu       sync.Mutex
+	nullable map[*huma.Schema]map[string]bool
+}
+
+// Schema registers t (and what it holds) and clears huma's nullable on array properties.
+func (a *arrays) Schema(t reflect.Type, allowRef bool, hint string) *huma.Schema {
+	s := a.Registry.Schema(t, allowRef, hint)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, c := range a.Registry.Map() {
+		for name, p := range c.Properties {
+			if p != nil && p.Type == "array" && p.Nullable && !a.nullable[c][name] {
+				p.Nullable = false
+			}
+		}
+	}
+	return s
+}
+
+// MarshalJSON writes the components, as huma's own registry does.
+func (a *arrays) MarshalJSON() ([]byte, error) { return json.Marshal(a.Registry.Map()) }
+
+// MarshalYAML writes the components, as huma's own registry does.
+func (a *arrays) MarshalYAML() (any, error) { return a.Registry.Map(), nil }
+
+func (a *arrays) allowNull(c *huma.Schema, field string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.nullable[c] == nil {
+		a.nullable[c] = map[string]bool{}
+	}
+	a.nullable[c][field] = true
 }
 
 // component registers t and returns its schema in the document's components.

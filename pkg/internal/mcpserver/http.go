@@ -171,8 +171,12 @@ func Register(s *httpapi.Server, t Tools, o HTTPOptions) *Handler {
 		Parameters:  append(params, session),
 		RequestBody: &huma.RequestBody{Required: true, Content: body("A JSON-RPC 2.0 request, notification or response (MCP).")},
 		Responses: responses(map[string]*huma.Response{
-			"200": {Description: "A JSON-RPC response (a result or an error), or a stream of them", Content: map[string]*huma.MediaType{
-				"application/json": body("A JSON-RPC 2.0 response.")["application/json"], "text/event-stream": stream["text/event-stream"]}},
+			"200": {Description: "A JSON-RPC response (a result or an error), an array of them answering a batch (a request without MCP-Protocol-Version, read as 2025-03-26, may send one), or a stream of them", Content: map[string]*huma.MediaType{
+				"application/json": {Schema: &huma.Schema{OneOf: []*huma.Schema{
+					{Type: "object", Description: "A JSON-RPC 2.0 response."},
+					{Type: "array", Description: "The responses to a JSON-RPC batch, in no particular order.", Items: &huma.Schema{Type: "object"}},
+				}}},
+				"text/event-stream": stream["text/event-stream"]}},
 			"202": {Description: "A notification or response was accepted"},
 			"400": answer("A JSON-RPC error: the body is not JSON (-32700) or no JSON-RPC message (-32600), an unsupported protocol version; or the envelope for an agent id or language the API refuses", true),
 			"406": notAcceptable,

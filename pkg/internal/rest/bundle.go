@@ -62,7 +62,9 @@ func RegisterBundle(s *httpapi.Server, svc *bundle.Service, log *slog.Logger) {
 		RequestBody: &huma.RequestBody{Required: true, Content: ndjson},
 		Responses: map[string]*huma.Response{"200": {Description: "What the import did",
 			Content: map[string]*huma.MediaType{"application/json": {Schema: report}}}},
-		Errors: []int{http.StatusBadRequest, http.StatusForbidden, http.StatusConflict, http.StatusRequestEntityTooLarge}},
+		// 415: a body that is not application/x-ndjson (text/plain, a form) is refused before
+		// it is read (the browser protections, httpapi.Server.browserCheck).
+		Errors: []int{http.StatusBadRequest, http.StatusForbidden, http.StatusConflict, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType}},
 		http.HandlerFunc(h.importBundle))
 }
 

@@ -24,8 +24,8 @@ func RegisterContext(s *httpapi.Server, svc *window.Service) {
 		Description: "The same body; only the last 2 exchanges, no LLM call.",
 		Errors:      []int{403}}, h.retry)
 	httpapi.Optional(s, reflect.TypeFor[window.RecallRequest](), "topK", "maxTokens", "query")
-	httpapi.Nullable(s, reflect.TypeFor[window.Message](), "content") // null when an assistant message only calls tools
-	httpapi.MayOmit(s, reflect.TypeFor[window.Message](), "content")  // an inline message that only calls tools may leave it out
+	httpapi.Nullable(s, reflect.TypeFor[window.Message](), "content", "tool_calls") // null when an assistant message only calls tools; OpenAI SDKs may send tool_calls: null
+	httpapi.MayOmit(s, reflect.TypeFor[window.Message](), "content")                // an inline message that only calls tools may leave it out
 }
 
 type contextHandlers struct{ svc *window.Service }

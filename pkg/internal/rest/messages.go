@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"github.com/matememory/matememory/pkg/api"
 	"net/http"
+	"reflect"
 	"strconv"
 
 	"github.com/danielgtaylor/huma/v2"
@@ -26,6 +27,7 @@ const (
 // authorized like a path agent id; a newly seen agent gets its core files.
 func RegisterMessages(s *httpapi.Server, msgs *conversation.Store, ws *workspace.Service) {
 	h := msgHandlers{msgs: msgs, ws: ws}
+	httpapi.Nullable(s, reflect.TypeFor[messagesBody](), "messages") // a single message may say "messages": null
 	const path = "/api/v1/conversations/{conversationId}/messages"
 	tags := []string{"Messages"}
 	httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: path, OperationID: "storeMessages", Tags: tags,

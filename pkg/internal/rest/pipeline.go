@@ -28,10 +28,17 @@ func RegisterPipeline(s *httpapi.Server, api summarizer.API) {
 	pipeline := []string{"Pipeline"}
 	httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: "/api/v1/events/conversation-completed", OperationID: "publishConversationCompleted", Tags: pipeline,
 		Summary:       "Publish a ConversationCompletedEvent",
-		Description:   "Answers 202 once JetStream stored the event (duplicate is true when an event with this id was stored before: publishing is idempotent by eventId, scoped by agent), 503 when it did not: retry with the same eventId. eventId and occurredAt are filled in when absent.",
-		DefaultStatus: http.StatusAccepted, Errors: []int{403, 503}}, h.publishCompleted)
-	httpapi.Optional(s, reflect.TypeFor[event.ConversationCompletedEvent](), "eventId", "occurredAt")
-	httpapi.MayOmit(s, reflect.TypeFor[event.Message](), "content") // an assistant message that only calls tools
+		Description:   "Answers 202 once JetStream stored the event (duplicate is true when an event with this id was stored before: publishing is idempotent by eventId, scoped by agent), 503 when it did not: retry with the same eventId. 409 for an event that occurred before its agent was erased (never stored). eventId and occurredAt are filled in when absent; every field but agentId and conversationId may be absent or null.",
+		DefaultStatus: http.StatusAccepted, Errors: []int{403, 409, 503}}, h.publishCompleted)
+	// The spec's record (and MateClaw, which checks userMessage != null) lets every field but
+	// the ids be null or absent, and so does pkg/event's decoding of an event read from the
+	// stream: the typed body must not narrow that. Wrong types stay refused.
+	evt := reflect.TypeFor[event.ConversationCompletedEvent]()
+	httpapi.Optional(s, evt, "eventId", "occurredAt")
+	httpapi.MayOmit(s, evt, "userMessage", "assistantReply", "messageCount", "triggerSource")
+	httpapi.Nullable(s, evt, "eventId", "occurredAt", "userMessage", "assistantReply", "messageCount", "triggerSource", "turnStatus", "finishReason", "messages")
+	httpapi.MayOmit(s, reflect.TypeFor[event.Message](), "content")                        // an assistant message that only calls tools
+	httpapi.Nullable(s, reflect.TypeFor[event.Message](), "content", "toolCallId", "name") // toolCalls has no type: null is one of its values already
 	httpapi.Register(s, huma.Operation{Method: http.MethodPost, Path: "/api/v1/memory/{agentId}/summarize/{conversationId}", OperationID: "summarizeConversation", Tags: pipeline,
 		Summary:      "Extract memory from a conversation now",
 		Description:  "Through the summarizer workers; force (query or body) re-extracts a conversation already extracted. 500 \"记忆提取失败: …\" when the run failed; 202 {\"status\":\"pending\"} when no worker finished within the server's timeout or none is running (noWorker).",

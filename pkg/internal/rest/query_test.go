@@ -30,7 +30,7 @@ func (e *recordingEraser) EraseAgent(_ context.Context, agentID int64, _ string)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.calls = append(e.calls, "agent")
-	return erasure.Receipt{AgentID: agentID, Rows: map[string]int64{}, Messages: map[string]int64{}}, nil
+	return erasure.Receipt{AgentID: agentID, Rows: map[string]int64{}, Messages: map[string]int64{}, Kept: []string{}}, nil
 }
 
 func (e *recordingEraser) EraseConversation(_ context.Context, agentID int64, conv, _ string) (erasure.ConversationReceipt, error) {

@@ -25,21 +25,14 @@ func (s *Service) preCheck(ctx context.Context, ev *event.ConversationCompletedE
 	if reason, skip := turnGate(ev); skip {
 		return reason, true, nil
 	}
-	user, what := strings.TrimSpace(ev.UserMessage), "the last user message"
-	if user == "" {
-		// MateClaw checks the length only when the event carries the message: without it,
-		// the conversation's last stored user message is checked, or none when there is none.
-		stored, ok, err := s.lastUserMessage(ctx, ev)
-		if err != nil {
-			return "", false, err
-		}
-		if !ok {
-			return "", false, nil
-		}
-		user, what = strings.TrimSpace(stored), "the last stored user message (the event has no userMessage)"
+	if ev.UserMessage == "" {
+		// The spec's listener checks the length only when the event carries the message
+		// (MateClaw: userMessage != null): an event without one (absent, null or empty; a
+		// tool-only turn) skips the check.
+		return "", false, nil
 	}
-	if n := utf8.RuneCountInString(user); n < m.MinUserMessageLength {
-		return fmt.Sprintf("%s has %d characters; min-user-message-length is %d", what, n, m.MinUserMessageLength), true, nil
+	if n := utf8.RuneCountInString(strings.TrimSpace(ev.UserMessage)); n < m.MinUserMessageLength {
+		return fmt.Sprintf("the last user message has %d characters; min-user-message-length is %d", n, m.MinUserMessageLength), true, nil
 	}
 	return "", false, nil
 }
@@ -73,15 +66,4 @@ func turnGate(ev *event.ConversationCompletedEvent) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// lastUserMessage is the conversation's last user message: in the event's inline messages,
-// else in mate_message.
-func (s *Service) lastUserMessage(ctx context.Context, ev *event.ConversationCompletedEvent) (string, bool, error) {
-	for i := len(ev.Messages) - 1; i >= 0; i-- {
-		if ev.Messages[i].Role == "user" {
-			return ev.Messages[i].Content, true, nil
-		}
-	}
-	return s.d.Messages.LastUserMessage(ctx, ev.AgentID, ev.ConversationID)
 }

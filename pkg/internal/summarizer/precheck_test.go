@@ -14,8 +14,8 @@ import (
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
 )
 
-// TestPreCheckConformance: MateClaw's behaviour on the event's fields. Without userMessage
-// the last stored user message is length-checked; any triggerSource is accepted and only
+// TestPreCheckConformance: MateClaw's behaviour on the event's fields. Only a userMessage
+// the event carries is length-checked (none: no check); any triggerSource is accepted and only
 // cron is skipped; turns that ended in an error, a stop or an incomplete answer are not
 // extracted, with the reason in the ledger.
 func TestPreCheckConformance(t *testing.T) {
@@ -31,8 +31,10 @@ func TestPreCheckConformance(t *testing.T) {
 			reason string
 		}{
 			{"no userMessage, long stored message", 1, false, func(e *event.ConversationCompletedEvent) { e.UserMessage = "" }, store.RunCompleted, ""},
-			{"no userMessage, short stored message", 2, true, func(e *event.ConversationCompletedEvent) { e.UserMessage = "" }, store.RunSkipped,
-				"the last stored user message (the event has no userMessage) has 3 characters; min-user-message-length is 10"},
+			// The spec's listener checks the length only of a userMessage the event carries.
+			{"no userMessage, short stored message", 2, true, func(e *event.ConversationCompletedEvent) { e.UserMessage = "" }, store.RunCompleted, ""},
+			{"short userMessage", 11, false, func(e *event.ConversationCompletedEvent) { e.UserMessage = " 好的吧 " }, store.RunSkipped,
+				"the last user message has 3 characters; min-user-message-length is 10"},
 			{"own trigger source", 3, false, func(e *event.ConversationCompletedEvent) { e.TriggerSource = "wecom" }, store.RunCompleted, ""},
 			{"no trigger source", 4, false, func(e *event.ConversationCompletedEvent) { e.TriggerSource = "" }, store.RunCompleted, ""},
 			{"cron", 5, false, func(e *event.ConversationCompletedEvent) { e.TriggerSource = event.TriggerCron }, store.RunSkipped, "skip-cron-conversations"},
