@@ -109,15 +109,17 @@ func TestTransferTimeoutIsAStall(t *testing.T) {
 // reader is sent once.
 func TestImportAgentSendsTheBundleAndRetriesOnlyWhatItCanResend(t *testing.T) {
 	bundle := manifestLine + `{"kind":"agent"}` + "\n" + checksumsLine
-	var tries atomic.Int32
+	var tries, first atomic.Int32
+	first.Store(503)
 	var got atomic.Value
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		got.Store(fmt.Sprintf("%s %s %s %s", r.URL.Path, r.URL.RawQuery, r.Header.Get("Content-Type"), b))
 		w.Header().Set("Content-Type", "application/json")
 		if tries.Add(1) == 1 {
-			w.WriteHeader(503)
-			fmt.Fprint(w, `{"code":503,"msg":"database unavailable"}`)
+			w.Header().Set("Retry-After", "0")
+			w.WriteHeader(int(first.Load()))
+			fmt.Fprintf(w, `{"code":%d,"msg":"not now"}`, first.Load())
 			return
 		}
 		fmt.Fprint(w, `{"code":200,"data":{"agentId":3,"sourceAgentId":7,"mode":"merge","dryRun":true,"formatVersion":1,"records":{"agent":1},"created":{"file":2},"changes":2,"conflictCount":1,"conflicts":[{"kind":"file","name":"MEMORY.md","reason":"newer","targetVersion":4,"bundleVersion":3}]}}`)
@@ -141,6 +143,13 @@ func TestImportAgentSendsTheBundleAndRetriesOnlyWhatItCanResend(t *testing.T) {
 	_, err = cl.ImportAgent(ctx(t), 3, io.MultiReader(strings.NewReader(bundle)), client.ImportOptions{})
 	if !errors.Is(err, client.ErrUnavailable) || tries.Load() != 1 {
 		t.Fatalf("a reader that cannot be read again must be sent once: %v (%d tries)", err, tries.Load())
+	}
+	// Not even after a 429, which other requests retry whatever they are.
+	tries.Store(0)
+	first.Store(429)
+	_, err = cl.ImportAgent(ctx(t), 3, io.MultiReader(strings.NewReader(bundle)), client.ImportOptions{})
+	if !errors.Is(err, client.ErrRateLimited) || tries.Load() != 1 {
+		t.Fatalf("a reader that cannot be read again, after a 429: %v (%d tries)", err, tries.Load())
 	}
 }
 
