@@ -195,18 +195,13 @@ func TestNATSAccountsAndPermissions(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	// The api user erases the agent and announces it on MATE_ERASURES; every process (the
-	// api, the summarizer, the scheduler, each with its own user) hears the notice.
-	req, _ := http.NewRequest(http.MethodDelete, "http://"+api.Addr+"/api/v1/agents/5?erase=true&confirm=5", nil)
-	resp, err = http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("the api user erasing agent 5: %d", resp.StatusCode)
-	}
+	// The api user announces an erasure on MATE_ERASURES (as its erasure does once every
+	// store is erased); every process (the api, the summarizer, the scheduler, each with its
+	// own user) hears the notice from its own consumer.
 	ejs, _ := jetstream.New(api.NC)
+	if _, err := ejs.Publish(ctx, "mate.erasure.5", []byte(`{"agentId":5,"scope":"agent","erasedAt":"2026-01-01T00:00:00Z"}`)); err != nil {
+		t.Fatalf("the api user announcing an erasure: %v", err)
+	}
 	es, err := ejs.Stream(ctx, "MATE_ERASURES")
 	if err != nil {
 		t.Fatal(err)
