@@ -124,7 +124,8 @@ func connectAs(t *testing.T, ns *server.Server, user, password string) (*nats.Co
 
 // Issue 9.1: the deploys' NATS users and permissions: no anonymous client; the api and the
 // workers run with their own users and process an event end to end; chat services may only
-// publish events; the api cannot read the conversations; workers cannot forge events.
+// publish events; the api erases an agent through its one read of MATE_EVENTS (the direct get by
+// sequence) and cannot otherwise read the conversations; workers cannot forge events.
 func TestNATSAccountsAndPermissions(t *testing.T) {
 	ns := natsWithAccounts(t)
 	if nc, err := nats.Connect(ns.ClientURL(), nats.MaxReconnects(0)); err == nil {
@@ -267,7 +268,7 @@ func TestNATSAccountsAndPermissions(t *testing.T) {
 	}
 	cancel()
 
-	// The api cannot read the conversations in MATE_EVENTS.
+	// Outside the erasure's direct get, the api cannot read the conversations in MATE_EVENTS.
 	apiNC, apiErrs := connectAs(t, ns, "matememory-api", "api-password-0123456789")
 	ajs, _ := jetstream.New(apiNC)
 	s, err := ajs.Stream(ctx, event.Stream)
