@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/matememory/matememory/pkg/internal/bus"
 	"github.com/matememory/matememory/pkg/internal/config"
 	"github.com/matememory/matememory/pkg/internal/llm/llmtest"
 	"github.com/matememory/matememory/pkg/internal/poll"
@@ -218,4 +220,60 @@ func TestErasedByCommandStartsAnew(t *testing.T) {
 		t.Fatalf("api erase: exit %d: %s", code, errOut.String())
 	}
 	assertStartsAnew(t, ctx, a, 1, old, "canaryold", "canarynew")
+}
+
+// TestOldEventAfterErasureMakesNothing: after an erasure, a conversation gets new messages
+// (stored over REST), and an event dated before the erasure (no inline messages, published
+// to the stream directly, as a chat service with pkg/eventpub can) names it. The summarizer
+// acknowledges it with no run and no daily note; the same conversation's event dated after
+// the erasure is extracted (so it was the tombstone that refused the first).
+func TestOldEventAfterErasureMakesNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	a, _ := startCanaryApp(t, ctx, storetest.DB{}, "")
+	base := "http://" + a.Addr
+	before := time.Now().UTC().Add(-time.Minute).Format(time.RFC3339Nano)
+	mustStatus(t, "GET", base+"/api/v1/agents/1", "", http.StatusOK)
+	mustStatus(t, "DELETE", base+"/api/v1/agents/1?erase=true&confirm=1", "", http.StatusOK)
+	mustStatus(t, "POST", base+"/api/v1/conversations/c-late/messages", `{"agentId":1,"messages":[{"role":"user","content":"my word is canarylate."},{"role":"assistant","content":"Got it."},
+		{"role":"user","content":"please remember canarylate"},{"role":"assistant","content":"Noted."}]}`, http.StatusOK, http.StatusCreated)
+	old := fmt.Sprintf(`{"eventId":"e-old","agentId":1,"conversationId":"c-late","occurredAt":%q,"userMessage":"please remember canarylate","assistantReply":"Noted.","messageCount":4,"triggerSource":"web"}`, before)
+	mustStatus(t, "POST", base+"/api/v1/events/conversation-completed", old, http.StatusConflict)
+	js, err := jetstream.New(a.NC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, bus.AgentSubject(bus.SubjectCompleted, 1), []byte(old), jetstream.WithMsgID("1:e-old")); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 30*time.Second, "the old event settled", func() bool {
+		c, err := js.Consumer(ctx, bus.StreamEvents, bus.ConsumerSummarizer)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(ctx)
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	})
+	notes, err := a.Workspace.ListContent(ctx, 1, "memory/", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, a, "SELECT COUNT(*) FROM mate_memory_run WHERE agent_id = 1"); n != 0 || len(notes) != 0 {
+		t.Fatalf("the event from before the erasure made %d runs and %d daily notes", n, len(notes))
+	}
+	fresh := fmt.Sprintf(`{"eventId":"e-new","agentId":1,"conversationId":"c-late","occurredAt":%q,"userMessage":"please remember canarylate","assistantReply":"Noted.","messageCount":4,"triggerSource":"web"}`, time.Now().UTC().Format(time.RFC3339Nano))
+	mustStatus(t, "POST", base+"/api/v1/events/conversation-completed", fresh, http.StatusAccepted)
+	poll.Until(t, 60*time.Second, "the event after the erasure extracted", func() bool {
+		notes, _ := a.Workspace.ListContent(ctx, 1, "memory/", 0)
+		return len(notes) == 1 && strings.Contains(notes[0].Content, "canarylate")
+	})
+}
+
+func count(t *testing.T, a *App, sql string) int64 {
+	t.Helper()
+	var n int64
+	if err := a.DB.Raw(sql).Scan(&n).Error; err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -32,7 +32,7 @@ func (a *App) buildErasure(ctx context.Context) error {
 		}
 		return recall.RemoveSnapshot(snapshotDir(a.Cfg), agentID)
 	}
-	a.Erasure = erasure.New(erasure.Deps{DB: a.DB, JS: a.JS, Leases: leases, CloseSessions: a.MCPHub.CloseAgent, ForgetSearch: forget,
+	a.Erasure = erasure.New(erasure.Deps{DB: a.DB, JS: a.JS, Replicas: a.Cfg.Mate.NATS.Replicas, Leases: leases, CloseSessions: a.MCPHub.CloseAgent, ForgetSearch: forget,
 		Forget: a.forgetAgent, Log: a.Log, Now: a.Now})
 	rest.RegisterErasure(a.HTTP, a.Erasure)
 	return nil
@@ -129,7 +129,7 @@ func eraseAgent(ctx context.Context, cfg config.Config, log *slog.Logger, args [
 	}
 	// An API process of this data dir keeps the agent's search snapshot file there.
 	forget := func(agentID int64) error { return recall.RemoveSnapshot(snapshotDir(cfg), agentID) }
-	svc := erasure.New(erasure.Deps{DB: a.DB, JS: a.JS, Leases: leases, ForgetSearch: forget, Log: log, Now: a.Now})
+	svc := erasure.New(erasure.Deps{DB: a.DB, JS: a.JS, Replicas: m.NATS.Replicas, Leases: leases, ForgetSearch: forget, Log: log, Now: a.Now})
 	var r any
 	if *conv != "" {
 		r, err = svc.EraseConversation(ctx, *agent, *conv, "cli")

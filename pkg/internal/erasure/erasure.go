@@ -55,6 +55,8 @@ type Deps struct {
 	DB *gorm.DB
 	// JS is nil in a process without the bus (only the database is erased then).
 	JS jetstream.JetStream
+	// Replicas of MATE_ERASURES, where the erasure's notice goes (mate.nats.replicas).
+	Replicas int
 	// Leases is the per-agent lease bucket: the erasure holds the agent's lease while it
 	// deletes, so no extraction or emergence of the agent commits meanwhile.
 	Leases *lease.Manager

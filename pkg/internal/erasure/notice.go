@@ -40,6 +40,10 @@ func (s *Service) announce(ctx context.Context, n Notice) error {
 	if s.d.JS == nil {
 		return nil
 	}
+	// Provisioned here too: every process that listens has created it, unless none runs.
+	if err := Provision(ctx, s.d.JS, s.d.Replicas); err != nil {
+		return fmt.Errorf("tell the other processes of agent %d's erasure: %w", n.AgentID, err)
+	}
 	b, _ := json.Marshal(n)
 	if _, err := s.d.JS.Publish(ctx, bus.AgentSubject(bus.SubjectErasure, n.AgentID), b); err != nil {
 		return fmt.Errorf("tell the other processes of agent %d's erasure on %s: %w", n.AgentID, bus.StreamErasures, err)

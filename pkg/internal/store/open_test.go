@@ -1,10 +1,12 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"io/fs"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -161,5 +163,72 @@ func wantMode(t *testing.T, path string, want fs.FileMode) {
 	}
 	if got := st.Mode().Perm(); got != want {
 		t.Fatalf("%s is %v, want %v", path, got, want)
+	}
+}
+
+// A deleted row's bytes leave the SQLite file at once, on every connection of the pool
+// (secure_delete): an erasure's deletes reach the disk even if its VACUUM never runs (the
+// process stopped in between, the checkpoint kept busy), and so does every other delete.
+func TestSQLiteDeletesOverwriteTheirBytes(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := store.Open("sqlite", "", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = store.Close(db) }()
+	if err := store.Migrate(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "matememory.db")
+	inFile := func(canary string) int {
+		if err := db.Exec("PRAGMA wal_checkpoint(TRUNCATE)").Error; err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, p := range []string{path, path + "-wal"} {
+			b, err := os.ReadFile(p)
+			if err != nil && !os.IsNotExist(err) {
+				t.Fatal(err)
+			}
+			n += bytes.Count(b, []byte(canary))
+		}
+		return n
+	}
+	// Several connections at once, each deleting its own row.
+	conns := make([]*sql.Conn, 0, 3)
+	for range 3 {
+		c, err := sqlDB.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+	}
+	now := time.Now().UTC()
+	for i, c := range conns {
+		canary := fmt.Sprintf("canary-deleted-%d", i)
+		if _, err := c.ExecContext(ctx, "INSERT INTO mate_message (agent_id, conversation_id, role, content, create_time) VALUES (?, 'c', 'user', ?, ?)", 1, canary, now); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.ExecContext(ctx, "INSERT INTO mate_message (agent_id, conversation_id, role, content, create_time) VALUES (?, 'c', 'user', ?, ?)", 2, "canary-kept", now); err != nil {
+			t.Fatal(err)
+		}
+		if inFile(canary) == 0 {
+			t.Fatal("the row's bytes are not in the file: the test cannot see them go")
+		}
+		if _, err := c.ExecContext(ctx, "DELETE FROM mate_message WHERE content = ?", canary); err != nil {
+			t.Fatal(err)
+		}
+		if n := inFile(canary); n != 0 {
+			t.Errorf("connection %d: %d copies of a deleted row's bytes stay in the database file", i, n)
+		}
+	}
+	if inFile("canary-kept") == 0 {
+		t.Error("the rows not deleted are gone")
 	}
 }

@@ -125,7 +125,8 @@ func connectAs(t *testing.T, ns *server.Server, user, password string) (*nats.Co
 
 // Issue 9.1: the deploys' NATS users and permissions: no anonymous client; the api and the
 // workers run with their own users and process an event end to end; chat services may only
-// publish events; the api cannot read the conversations; workers cannot forge events.
+// publish events; the api erases an agent through its one read of MATE_EVENTS (the direct get by
+// sequence) and cannot otherwise read the conversations; workers cannot forge events.
 func TestNATSAccountsAndPermissions(t *testing.T) {
 	ns := natsWithAccounts(t)
 	if nc, err := nats.Connect(ns.ClientURL(), nats.MaxReconnects(0)); err == nil {
@@ -203,18 +204,42 @@ func TestNATSAccountsAndPermissions(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	// The api user erases the agent and announces it on MATE_ERASURES; every process (the
-	// api, the summarizer, the scheduler, each with its own user) hears the notice.
+	// The api process erases agent 5 under its own user (DELETE …?erase=true): the erasure
+	// finds the agent's messages on MATE_EVENTS by direct get and securely deletes them, then
+	// announces the erasure on MATE_ERASURES; every process (the api, the summarizer, the
+	// scheduler, each with its own user) hears the notice from its own consumer.
 	req, _ := http.NewRequest(http.MethodDelete, "http://"+api.Addr+"/api/v1/agents/5?erase=true&confirm=5", nil)
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
+	var receipt struct {
+		Msg  string `json:"msg"`
+		Data struct {
+			AgentID  int64            `json:"agentId"`
+			Messages map[string]int64 `json:"messages"`
+		} `json:"data"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&receipt)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("the api user erasing agent 5: %d", resp.StatusCode)
+	if err != nil || resp.StatusCode != http.StatusOK || receipt.Data.AgentID != 5 {
+		t.Fatalf("the api process erasing agent 5 under the api user: %d %+v %v", resp.StatusCode, receipt, err)
+	}
+	if n := receipt.Data.Messages[event.Stream]; n < 1 {
+		t.Fatalf("the erasure erased %d of agent 5's messages on %s, want its event: %+v", n, event.Stream, receipt.Data)
 	}
 	ejs, _ := jetstream.New(api.NC)
+	evs, err := ejs.Stream(ctx, event.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := evs.Info(ctx, jetstream.WithSubjectFilter("mate.*.*.5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(info.State.Subjects) != 0 {
+		t.Fatalf("agent 5's messages stay on %s after its erasure: %v", event.Stream, info.State.Subjects)
+	}
 	es, err := ejs.Stream(ctx, "MATE_ERASURES")
 	if err != nil {
 		t.Fatal(err)
@@ -251,18 +276,26 @@ func TestNATSAccountsAndPermissions(t *testing.T) {
 	}
 	cancel()
 
-	// The api cannot read the conversations in MATE_EVENTS.
+	// Outside the erasure's direct get, the api cannot read the conversations in MATE_EVENTS.
 	apiNC, apiErrs := connectAs(t, ns, "matememory-api", "api-password-0123456789")
 	ajs, _ := jetstream.New(apiNC)
 	s, err := ajs.Stream(ctx, event.Stream)
 	if err != nil {
 		t.Fatalf("api user: stream info: %v", err)
 	}
+	// The erasure's direct get by sequence ($JS.API.DIRECT.GET.MATE_EVENTS) is the one read
+	// granted; the other ways of getting a message stay denied.
 	gctx, gcancel := context.WithTimeout(ctx, time.Second)
-	if _, err := s.GetMsg(gctx, 1); err == nil {
-		t.Error("api user got a message of MATE_EVENTS")
+	if _, err := s.GetLastMsgForSubject(gctx, "mate.conversation.completed.6"); err == nil {
+		t.Error("api user got the last message of a subject of MATE_EVENTS")
 	}
 	gcancel()
+	if _, err := apiNC.Request("$JS.API.STREAM.MSG.GET."+event.Stream, []byte(`{"seq":1}`), time.Second); err == nil {
+		t.Error("api user got a message of MATE_EVENTS from the stream leader")
+	}
+	if errs := apiErrs([2]string{"Publish", "$JS.API.DIRECT.GET." + event.Stream + ".mate.conversation.completed.6"}, [2]string{"Publish", "$JS.API.STREAM.MSG.GET." + event.Stream}); !anyPermission(errs, "Publish", "$JS.API.DIRECT.GET."+event.Stream+".mate.conversation.completed.6") || !anyPermission(errs, "Publish", "$JS.API.STREAM.MSG.GET."+event.Stream) {
+		t.Errorf("api user getting messages of MATE_EVENTS but by the erasure's direct get: want permission violations, got %v", errs)
+	}
 	c, err := ajs.Consumer(ctx, event.Stream, "summarizer")
 	if err != nil {
 		t.Fatalf("api user: consumer info: %v", err)
