@@ -859,7 +859,7 @@ func (s *Searcher) diversify(cands []cand, facts *factCache, vectors bool, n int
 		}
 		for _, k := range []int{a, b} {
 			if terms[k] == nil {
-				terms[k] = termSet(s.an.Content(lexical.SplitTerms(cands[k].c.terms)))
+				terms[k] = s.termSetOf(facts.ai, cands[k].c)
 			}
 		}
 		return jaccard(terms[a], terms[b])
@@ -1057,6 +1057,20 @@ func (s *Searcher) bestFact(sents []sentence, lq lexical.Query) fact {
 	}
 	best.terms = termSet(s.an.Content(slices.Clone(best.terms)))
 	return best
+}
+
+// termSetOf is chunk c's content terms as a set (termSet), built once per snapshot.
+func (s *Searcher) termSetOf(ai *snapshot, c *cachedChunk) []string {
+	if ai != nil {
+		if v, ok := ai.sets.Load(c); ok {
+			return v.([]string)
+		}
+	}
+	set := termSet(s.an.Content(lexical.SplitTerms(c.terms)))
+	if ai != nil {
+		ai.sets.Store(c, set)
+	}
+	return set
 }
 
 // sentences are chunk c's lines and sentences with their terms, analysed once per snapshot.
