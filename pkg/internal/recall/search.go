@@ -382,7 +382,9 @@ func (s *Searcher) candidates(ai *snapshot, m lexical.Match, q Query, idents []i
 		if qvec != nil && len(c.vec) == len(qvec) {
 			v = math.Max(0, float64(embed.Dot(qvec, c.vec)))
 		}
-		if l <= 0 && v <= 0 {
+		// A chunk matches when it holds a query term, or its cosine reaches half of
+		// min-cosine (relevance 0.25): every chunk has some cosine to every query.
+		if l <= 0 && (v <= 0 || (s.set.MinCosine > 0 && v < s.set.MinCosine/2)) {
 			continue
 		}
 		cd := cand{c: c, vec: v}
