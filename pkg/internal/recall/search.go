@@ -394,7 +394,7 @@ func (s *Searcher) candidates(ai *snapshot, m lexical.Match, q Query, idents []i
 			// that hold every query term of one are scanned.
 			has := m.Terms(c.ix)
 			for _, id := range idents {
-				if has&id.parts == id.parts && containsIdent(c.text, id.text) {
+				if id.mayHold(has, cd.cov, s.set.MinCoverage) && containsIdent(c.text, id.text) {
 					cd.exact += 1 / float64(len(idents))
 					cd.strongExact = cd.strongExact || id.strong
 				}
@@ -1141,6 +1141,23 @@ type ident struct {
 	// strong: distinctive enough that holding it makes a chunk confident (not a bare
 	// number of up to 4 digits, such as a year).
 	strong bool
+	// either: a version, whose parts are its two spellings (a chunk holds one of them).
+	either bool
+}
+
+// mayHold reports whether a chunk holding the query terms has may hold the identifier
+// verbatim (only those are scanned): it holds all of its parts, or one spelling of a
+// version; an identifier with no query term of its own is scanned in chunks that cover a
+// good part of the query.
+func (id ident) mayHold(has uint64, cov, floor float64) bool {
+	switch {
+	case id.parts == 0:
+		return cov >= floor/2
+	case id.either:
+		return has&id.parts != 0
+	default:
+		return has&id.parts == id.parts
+	}
 }
 
 // idents are the query's identifiers with their parts.
@@ -1150,12 +1167,17 @@ func (s *Searcher) idents(q string, lq lexical.Query) []ident {
 	for k, id := range ids {
 		out[k].text = id
 		out[k].strong = len(id) > 4 || strings.Trim(id, "0123456789") != ""
-		if versionID.MatchString(id) {
-			// A version matches with or without its "v": the chunk's term may be the other
-			// spelling, so its text is scanned whatever terms it holds.
-			continue
-		}
 		terms := s.an.Terms(id)
+		if versionID.MatchString(id) {
+			// A version matches with or without its "v": a chunk holding either spelling's
+			// term is scanned.
+			out[k].either = true
+			alt := "v" + id
+			if id[0] == 'v' {
+				alt = id[1:]
+			}
+			terms = append(terms, alt)
+		}
 		for i, t := range lq.Terms {
 			if i < lexical.MaxQueryTerms && slices.Contains(terms, t) {
 				out[k].parts |= 1 << i
