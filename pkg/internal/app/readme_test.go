@@ -102,19 +102,29 @@ func TestReadmeExamples(t *testing.T) {
 		t.Fatal("the README has no search example")
 	}
 	// The indexer runs behind the write (an index message): poll until the note is found.
+	var last []byte
 	found := func(body string) bool {
 		var res struct {
-			Hits []struct {
-				Filename string `json:"filename"`
-			} `json:"hits"`
+			Data struct {
+				Hits []struct {
+					Filename string `json:"filename"`
+				} `json:"hits"`
+			} `json:"data"`
 		}
 		b := do(curlCall{method: http.MethodPost, path: search.path, body: body})
+		last = b
 		if err := json.Unmarshal(b, &res); err != nil {
 			t.Fatal(err)
 		}
-		return len(res.Hits) > 0 && res.Hits[0].Filename == "memory/2026-04-01.md"
+		return len(res.Data.Hits) > 0 && res.Data.Hits[0].Filename == "memory/2026-04-01.md"
 	}
 	for _, q := range []string{search.body, `{"query":"Go"}`} {
-		poll.Until(t, 15*time.Second, "search "+q+" finds memory/2026-04-01.md first", func() bool { return found(q) })
+		poll.Until(t, 15*time.Second, "search "+q+" finds memory/2026-04-01.md first", func() bool {
+			if found(q) {
+				return true
+			}
+			t.Logf("%s", last) // shown if it never does
+			return false
+		})
 	}
 }

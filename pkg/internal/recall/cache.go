@@ -29,6 +29,9 @@ type snapshot struct {
 	// sents are chunks' sentences with their terms, analysed on a search's first need
 	// (*cachedChunk -> []sentence): the best-fact steps read them again on every search.
 	sents sync.Map
+	// sets are chunks' content terms as sets (*cachedChunk -> []string), for the term
+	// similarity of lexical MMR.
+	sets sync.Map
 }
 
 // sentence is a line or sentence of a chunk and its analysed terms.

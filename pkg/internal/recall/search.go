@@ -382,7 +382,9 @@ func (s *Searcher) candidates(ai *snapshot, m lexical.Match, q Query, idents []i
 		if qvec != nil && len(c.vec) == len(qvec) {
 			v = math.Max(0, float64(embed.Dot(qvec, c.vec)))
 		}
-		if l <= 0 && v <= 0 {
+		// A chunk matches when it holds a query term, or its cosine reaches half of
+		// min-cosine (relevance 0.25): every chunk has some cosine to every query.
+		if l <= 0 && (v <= 0 || (s.set.MinCosine > 0 && v < s.set.MinCosine/2)) {
 			continue
 		}
 		cd := cand{c: c, vec: v}
@@ -392,7 +394,7 @@ func (s *Searcher) candidates(ai *snapshot, m lexical.Match, q Query, idents []i
 			// that hold every query term of one are scanned.
 			has := m.Terms(c.ix)
 			for _, id := range idents {
-				if has&id.parts == id.parts && containsIdent(c.text, id.text) {
+				if id.mayHold(has, cd.cov, s.set.MinCoverage) && containsIdent(c.text, id.text) {
 					cd.exact += 1 / float64(len(idents))
 					cd.strongExact = cd.strongExact || id.strong
 				}
@@ -859,7 +861,7 @@ func (s *Searcher) diversify(cands []cand, facts *factCache, vectors bool, n int
 		}
 		for _, k := range []int{a, b} {
 			if terms[k] == nil {
-				terms[k] = termSet(s.an.Content(lexical.SplitTerms(cands[k].c.terms)))
+				terms[k] = s.termSetOf(facts.ai, cands[k].c)
 			}
 		}
 		return jaccard(terms[a], terms[b])
@@ -1059,6 +1061,20 @@ func (s *Searcher) bestFact(sents []sentence, lq lexical.Query) fact {
 	return best
 }
 
+// termSetOf is chunk c's content terms as a set (termSet), built once per snapshot.
+func (s *Searcher) termSetOf(ai *snapshot, c *cachedChunk) []string {
+	if ai != nil {
+		if v, ok := ai.sets.Load(c); ok {
+			return v.([]string)
+		}
+	}
+	set := termSet(s.an.Content(lexical.SplitTerms(c.terms)))
+	if ai != nil {
+		ai.sets.Store(c, set)
+	}
+	return set
+}
+
 // sentences are chunk c's lines and sentences with their terms, analysed once per snapshot.
 func (s *Searcher) sentences(ai *snapshot, c *cachedChunk) []sentence {
 	if ai != nil {
@@ -1125,6 +1141,23 @@ type ident struct {
 	// strong: distinctive enough that holding it makes a chunk confident (not a bare
 	// number of up to 4 digits, such as a year).
 	strong bool
+	// either: a version, whose parts are its two spellings (a chunk holds one of them).
+	either bool
+}
+
+// mayHold reports whether a chunk holding the query terms has may hold the identifier
+// verbatim (only those are scanned): it holds all of its parts, or one spelling of a
+// version; an identifier with no query term of its own is scanned in chunks that cover a
+// good part of the query.
+func (id ident) mayHold(has uint64, cov, floor float64) bool {
+	switch {
+	case id.parts == 0:
+		return cov >= floor/2
+	case id.either:
+		return has&id.parts != 0
+	default:
+		return has&id.parts == id.parts
+	}
 }
 
 // idents are the query's identifiers with their parts.
@@ -1134,12 +1167,17 @@ func (s *Searcher) idents(q string, lq lexical.Query) []ident {
 	for k, id := range ids {
 		out[k].text = id
 		out[k].strong = len(id) > 4 || strings.Trim(id, "0123456789") != ""
-		if versionID.MatchString(id) {
-			// A version matches with or without its "v": the chunk's term may be the other
-			// spelling, so its text is scanned whatever terms it holds.
-			continue
-		}
 		terms := s.an.Terms(id)
+		if versionID.MatchString(id) {
+			// A version matches with or without its "v": a chunk holding either spelling's
+			// term is scanned.
+			out[k].either = true
+			alt := "v" + id
+			if id[0] == 'v' {
+				alt = id[1:]
+			}
+			terms = append(terms, alt)
+		}
 		for i, t := range lq.Terms {
 			if i < lexical.MaxQueryTerms && slices.Contains(terms, t) {
 				out[k].parts |= 1 << i
