@@ -209,7 +209,7 @@ func TestNATSAccountsAndPermissions(t *testing.T) {
 	// announces the erasure on MATE_ERASURES; every process (the api, the summarizer, the
 	// scheduler, each with its own user) hears the notice from its own consumer.
 	req, _ := http.NewRequest(http.MethodDelete, "http://"+api.Addr+"/api/v1/agents/5?erase=true&confirm=5", nil)
-	resp, err = http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
