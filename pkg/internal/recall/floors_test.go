@@ -64,9 +64,10 @@ func cosineServer(t *testing.T, cos map[string]float64) embed.Config {
 	return embed.Config{BaseURL: srv.URL + "/v1/", APIKey: "test", Model: "cosine-test"}
 }
 
-// A chunk that shares no word with the query is a hit on its cosine alone only when that
+// A chunk that shares no word with the query is relevant on its cosine alone only when that
 // cosine reaches MinCosine (0.8 by default): 0.85 is, 0.75 is not, however many results are
-// asked for.
+// asked for. Auto-recall keeps only relevant hits; an explicit search returns all three,
+// with the floor at relevance 0.5.
 func TestCosineFloorDecidesVectorOnlyHits(t *testing.T) {
 	db := storetest.SQLite(t)
 	e := embed.NewOpenAI(cosineServer(t, map[string]float64{"zebra": 0.85, "falcon": 0.75, "otter": 0.5}))
@@ -87,7 +88,7 @@ func TestCosineFloorDecidesVectorOnlyHits(t *testing.T) {
 	}
 	search := func(set recall.Settings) recall.Result {
 		se := recall.NewSearcher(db.DB, an, set, recall.SearchWithEmbedder(e))
-		res, err := se.Search(context.Background(), 1, recall.Query{Text: "quarterly budget review", MaxResults: 10})
+		res, err := se.Search(context.Background(), 1, recall.Query{Text: "quarterly budget review", MaxResults: 10, Auto: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,6 +107,19 @@ func TestCosineFloorDecidesVectorOnlyHits(t *testing.T) {
 	// The floor is the setting: at 0.7 the falcon clears it too; the otter never does.
 	if got := files(search(recall.Settings{MinCosine: 0.7})); len(got) != 2 || got[0] != "notes/zebra.md" || got[1] != "notes/falcon.md" {
 		t.Errorf("MinCosine 0.7: hits %v; want zebra then falcon", got)
+	}
+	// An explicit search returns every match; the floor is where relevance crosses 0.5.
+	se := recall.NewSearcher(db.DB, an, recall.Settings{}, recall.SearchWithEmbedder(e))
+	all, err := se.Search(context.Background(), 1, recall.Query{Text: "quarterly budget review", MaxResults: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := map[string]float64{}
+	for _, h := range all.Hits {
+		rel[h.Filename] = h.Relevance
+	}
+	if len(rel) != 3 || rel["notes/zebra.md"] < 0.5 || rel["notes/falcon.md"] >= 0.5 || rel["notes/otter.md"] >= rel["notes/falcon.md"] {
+		t.Errorf("explicit search relevances %v; want zebra ≥ 0.5 > falcon > otter", rel)
 	}
 }
 

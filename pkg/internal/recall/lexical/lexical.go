@@ -250,7 +250,8 @@ const MaxQueryTerms = 64
 // Query analyses a search query.
 func (a *Analyzer) Query(text string) Query {
 	asked := a.question.Filter([]byte(text))
-	if q := a.query(string(a.answer.Filter(asked))); !q.Empty() {
+	// The answer words go only when a content word is left: "what time" asks for a time.
+	if q := a.query(string(a.answer.Filter(asked))); !q.Empty() && !q.OnlyLight() {
 		return q
 	}
 	return a.query(string(asked))
