@@ -357,7 +357,7 @@ export interface paths {
         put?: never;
         /**
          * Search the agent's memory files
-         * @description Hybrid search (BM25 + vectors, decay by the note's date, MMR); each hit names its file, line range, date, version and score parts. Lexical only when no embedding endpoint is configured.
+         * @description Hybrid search (BM25 + vectors, decay by the note's date, MMR): the ranked hits that match, up to maxResults; each names its file, line range, date, version, score parts and a relevance (0-1, 0.5 and above confident), and `confident` says whether any hit is. minRelevance filters. Lexical only when no embedding endpoint is configured.
          */
         post: operations["searchMemory"];
         delete?: never;
