@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/matememory/matememory/pkg/internal/config"
 	"github.com/matememory/matememory/pkg/internal/recall"
 	"github.com/matememory/matememory/pkg/internal/recall/evalset"
@@ -51,22 +53,12 @@ func evalRecall(ctx context.Context, cfg config.Config, log *slog.Logger, args [
 	if emb == nil {
 		fmt.Fprintln(stderr, "eval: no embedding endpoint configured; set MATE_EMBEDDING_BASE_URL (and _API_KEY, _MODEL); only the lexical rows are computed")
 	}
-	dir, err := os.MkdirTemp("", "matememory-eval-")
+	db, done, err := scratchDB(ctx, "matememory-eval-")
 	if err != nil {
 		fmt.Fprintln(stderr, "eval:", err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	db, err := store.Open("sqlite", "", dir)
-	if err != nil {
-		fmt.Fprintln(stderr, "eval:", err)
-		return 1
-	}
-	defer store.Close(db)
-	if err := store.Migrate(ctx, db); err != nil {
-		fmt.Fprintln(stderr, "eval:", err)
-		return 1
-	}
+	defer done()
 	clock := func() time.Time { return set.Now }
 	an := lexical.NewAnalyzer()
 	base := recallSettings(cfg)
@@ -162,22 +154,12 @@ func evalLocomo(ctx context.Context, cfg config.Config, log *slog.Logger, args [
 		fmt.Fprintln(stderr, "eval:", err)
 		return 1
 	}
-	dir, err := os.MkdirTemp("", "matememory-locomo-")
+	db, done, err := scratchDB(ctx, "matememory-locomo-")
 	if err != nil {
 		fmt.Fprintln(stderr, "eval:", err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
-	db, err := store.Open("sqlite", "", dir)
-	if err != nil {
-		fmt.Fprintln(stderr, "eval:", err)
-		return 1
-	}
-	defer store.Close(db)
-	if err := store.Migrate(ctx, db); err != nil {
-		fmt.Fprintln(stderr, "eval:", err)
-		return 1
-	}
+	defer done()
 	// Searches run a day after the last session of the data.
 	var last time.Time
 	for _, s := range set {
@@ -206,4 +188,26 @@ func evalLocomo(ctx context.Context, cfg config.Config, log *slog.Logger, args [
 	fmt.Fprintf(stdout, "LoCoMo samples %s, run in %s\n\n", strings.Join(ids, ", "), time.Since(start).Round(time.Second))
 	evalset.PrintLocomo(stdout, rows)
 	return 0
+}
+
+// scratchDB opens a migrated SQLite database in a new temporary folder, for an evaluation's
+// own index; done closes it and removes the folder.
+func scratchDB(ctx context.Context, prefix string) (db *gorm.DB, done func(), err error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	if db, err = store.Open("sqlite", "", dir); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	done = func() {
+		_ = store.Close(db)
+		_ = os.RemoveAll(dir)
+	}
+	if err := store.Migrate(ctx, db); err != nil {
+		done()
+		return nil, nil, err
+	}
+	return db, done, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"gorm.io/gorm"
 
+	"github.com/matememory/matememory/pkg/api"
 	"github.com/matememory/matememory/pkg/internal/bus"
 	"github.com/matememory/matememory/pkg/internal/emergence"
 	"github.com/matememory/matememory/pkg/internal/fence"
@@ -33,22 +34,9 @@ import (
 	"github.com/matememory/matememory/pkg/internal/window"
 )
 
-// Receipt says what an erasure removed from each store, with counts, and nothing else.
-type Receipt struct {
-	AgentID  int64     `json:"agentId"`
-	ErasedAt time.Time `json:"erasedAt"`
-	Actor    string    `json:"actor"`
-	// Rows are the database rows deleted, by table.
-	Rows map[string]int64 `json:"rows"`
-	// Messages are the JetStream messages erased, by stream (KV buckets as KV_<bucket>).
-	Messages map[string]int64 `json:"messages"`
-	// Vacuumed says the SQLite database was vacuumed and its WAL truncated.
-	Vacuumed bool `json:"vacuumed,omitempty"`
-	// MCPSessions is the number of MCP sessions of the agent closed in this process.
-	MCPSessions int `json:"mcpSessions"`
-	// Kept lists what stays, and why (no content).
-	Kept []string `json:"kept"`
-}
+// Receipt says what an erasure removed from each store, with counts, and nothing else: the
+// wire type the REST port answers with and pkg/client decodes.
+type Receipt = api.ErasureReceipt
 
 // Deps are what an erasure reaches.
 type Deps struct {
@@ -417,27 +405,11 @@ func (s *Service) eraseWhere(ctx context.Context, streamName, subject string, be
 }
 
 // ConversationReceipt says what the erasure of one conversation removed, and which memory
-// file versions the extractions that read it wrote: what it may have introduced there, listed
-// for review (those lines are not erased: the files' other content stays).
-type ConversationReceipt struct {
-	AgentID        int64            `json:"agentId"`
-	ConversationID string           `json:"conversationId"`
-	ErasedAt       time.Time        `json:"erasedAt"`
-	Actor          string           `json:"actor"`
-	Rows           map[string]int64 `json:"rows"`
-	Messages       map[string]int64 `json:"messages"`
-	// Derived lists the file versions written by the runs that covered the conversation.
-	Derived []DerivedVersion `json:"derived"`
-}
+// file versions the extractions that read it wrote (pkg/api's wire type).
+type ConversationReceipt = api.ErasureConversationReceipt
 
-// DerivedVersion is a memory file a run that covered an erased conversation changed, and the
-// version it wrote (0 when history does not say: the run created the file).
-type DerivedVersion struct {
-	Filename string `json:"filename"`
-	Version  int64  `json:"version,omitempty"`
-	RunID    string `json:"runId"`
-	Action   string `json:"action"`
-}
+// DerivedVersion is a memory file version a run that covered an erased conversation wrote.
+type DerivedVersion = api.ErasureDerivedVersion
 
 // EraseConversation removes one conversation of an agent: its messages, watermark, recall
 // chunks, context summaries, the ledger rows of the runs that covered it, and its events
