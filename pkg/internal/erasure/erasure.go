@@ -432,7 +432,8 @@ func (s *Service) EraseConversation(ctx context.Context, agentID int64, conv, ac
 	if err != nil {
 		return r, err
 	}
-	r.Derived = derived
+	// Always a list on the wire ([] when no run covered the conversation), as documented.
+	r.Derived = append([]DerivedVersion{}, derived...)
 	if err := deleteConversationRows(db, agentID, conv, runIDs, l, r.ErasedAt, r.Rows); err != nil {
 		return r, err
 	}
