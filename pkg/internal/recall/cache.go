@@ -32,12 +32,17 @@ type snapshot struct {
 	// sets are chunks' content terms as sets (*cachedChunk -> []string), for the term
 	// similarity of lexical MMR.
 	sets sync.Map
+	// noCue are the chunks whose text has no word saying that something changed
+	// (*cachedChunk -> bool, true: none), known once a search has looked.
+	noCue sync.Map
 }
 
 // sentence is a line or sentence of a chunk and its analysed terms.
 type sentence struct {
 	text  string
 	terms []string
+	// set is the content terms as a set (termSet), what a best fact is compared by.
+	set []string
 }
 
 type fileState struct {
