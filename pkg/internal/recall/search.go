@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 
 	"golang.org/x/sync/singleflight"
 	"gorm.io/gorm"
@@ -1037,7 +1038,9 @@ func (fc *factCache) noCue(c *cachedChunk) bool {
 	}
 	none := !updateCue(c.text) && !strings.Contains(strings.ToLower(c.text), "now")
 	if fc.ai != nil {
-		fc.ai.noCue.Store(c, none)
+		if _, loaded := fc.ai.noCue.LoadOrStore(c, none); !loaded {
+			fc.s.cache.grow(fc.ai, mapEntryBytes)
+		}
 	}
 	return none
 }
@@ -1091,7 +1094,9 @@ func (s *Searcher) termSetOf(ai *snapshot, c *cachedChunk) []string {
 	}
 	set := termSet(s.an.Content(lexical.SplitTerms(c.terms)))
 	if ai != nil {
-		ai.sets.Store(c, set)
+		if _, loaded := ai.sets.LoadOrStore(c, set); !loaded {
+			s.cache.grow(ai, mapEntryBytes+termsBytes(set, true))
+		}
 	}
 	return set
 }
@@ -1110,9 +1115,30 @@ func (s *Searcher) sentences(ai *snapshot, c *cachedChunk) []sentence {
 		out[k] = sentence{text: f, terms: ts, set: termSet(s.an.Content(slices.Clone(ts)))}
 	}
 	if ai != nil {
-		ai.sents.Store(c, out)
+		if _, loaded := ai.sents.LoadOrStore(c, out); !loaded {
+			n := mapEntryBytes + int64(len(out))*int64(unsafe.Sizeof(sentence{}))
+			for _, sn := range out {
+				n += termsBytes(sn.terms, false) + termsBytes(sn.set, true)
+			}
+			s.cache.grow(ai, n)
+		}
 	}
 	return out
+}
+
+// mapEntryBytes is about what an entry of a sync.Map costs beside its value.
+const mapEntryBytes = 96
+
+// termsBytes is what a slice of terms holds: its string headers, and the strings' bytes
+// unless they are shared with another slice (shared).
+func termsBytes(terms []string, shared bool) int64 {
+	n := int64(len(terms)) * int64(unsafe.Sizeof(""))
+	if !shared {
+		for _, t := range terms {
+			n += int64(len(t))
+		}
+	}
+	return n
 }
 
 // splitFacts cuts text into facts: lines (a bullet is a line), and a long line at the end of
