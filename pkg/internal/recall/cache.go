@@ -17,8 +17,8 @@ type snapshot struct {
 	// bytes is what the snapshot holds: chunks, vectors, the index's segments whole, and
 	// dead: what removed chunks left in blocks kept chunks share (their vectors; their
 	// strings too when the snapshot came from a file, whose strings share its bytes).
-	bytes    int64
-	dead     int64
+	bytes int64
+	dead  int64
 	// analysed is what the caches searches fill (sents, sets, noCue) hold, counted in the
 	// cache's budget as they grow (guarded by the cache's mutex).
 	analysed int64
