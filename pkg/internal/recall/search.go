@@ -1116,14 +1116,61 @@ func (s *Searcher) sentences(ai *snapshot, c *cachedChunk) []sentence {
 	}
 	if ai != nil {
 		if _, loaded := ai.sents.LoadOrStore(c, out); !loaded {
-			n := mapEntryBytes + int64(len(out))*int64(unsafe.Sizeof(sentence{}))
-			for _, sn := range out {
-				n += termsBytes(sn.terms, false) + termsBytes(sn.set, true)
-			}
-			s.cache.grow(ai, n)
+			s.cache.grow(ai, sentencesBytes(out))
 		}
 	}
 	return out
+}
+
+// inherit takes over old's analyses of the chunks snap keeps (same hash and text, or terms:
+// the analysis is the same), so that a search after a refresh does not analyse them again;
+// it returns the bytes they hold.
+func (snap *snapshot) inherit(old *snapshot) (n int64) {
+	byHash := make(map[string]*cachedChunk, len(snap.chunks))
+	for k := range snap.chunks {
+		if c := &snap.chunks[k]; c.hash != "" {
+			byHash[c.hash] = c
+		}
+	}
+	kept := func(k any, same func(c, oc *cachedChunk) bool) *cachedChunk {
+		oc := k.(*cachedChunk)
+		if c, ok := byHash[oc.hash]; ok && oc.hash != "" && same(c, oc) {
+			return c
+		}
+		return nil
+	}
+	sameText := func(c, oc *cachedChunk) bool { return c.text == oc.text }
+	old.sents.Range(func(k, v any) bool {
+		if c := kept(k, sameText); c != nil {
+			snap.sents.Store(c, v)
+			n += sentencesBytes(v.([]sentence))
+		}
+		return true
+	})
+	old.sets.Range(func(k, v any) bool {
+		if c := kept(k, func(c, oc *cachedChunk) bool { return c.terms == oc.terms }); c != nil {
+			snap.sets.Store(c, v)
+			n += mapEntryBytes + termsBytes(v.([]string), true)
+		}
+		return true
+	})
+	old.noCue.Range(func(k, v any) bool {
+		if c := kept(k, sameText); c != nil {
+			snap.noCue.Store(c, v)
+			n += mapEntryBytes
+		}
+		return true
+	})
+	return n
+}
+
+// sentencesBytes is what a chunk's analysed sentences hold in the snapshot's cache.
+func sentencesBytes(out []sentence) int64 {
+	n := mapEntryBytes + int64(len(out))*int64(unsafe.Sizeof(sentence{}))
+	for _, sn := range out {
+		n += termsBytes(sn.terms, false) + termsBytes(sn.set, true)
+	}
+	return n
 }
 
 // mapEntryBytes is about what an entry of a sync.Map costs beside its value.
@@ -1491,6 +1538,9 @@ func (s *Searcher) refresh(ctx context.Context, agentID, gen int64, old *snapsho
 	default:
 		// Only the changed files' chunks are indexed; the rest keep their posting lists.
 		snap = old.update(gen, files, changed, fresh)
+	}
+	if !full {
+		snap.analysed = snap.inherit(old)
 	}
 	s.cache.put(snap)
 	switch {

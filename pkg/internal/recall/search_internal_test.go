@@ -79,3 +79,22 @@ func TestContainsFoldAgreesWithAScan(t *testing.T) {
 		}
 	}
 }
+
+// A refresh keeps the analysis of the chunks it keeps (same hash and text), not of a chunk
+// whose text changed under the same hash, and counts its bytes.
+func TestInheritKeepsTheAnalysisOfKeptChunks(t *testing.T) {
+	old := &snapshot{chunks: []cachedChunk{{hash: "a", text: "kept text"}, {hash: "b", text: "old text"}}}
+	for k := range old.chunks {
+		old.sents.Store(&old.chunks[k], []sentence{{text: old.chunks[k].text, terms: []string{"x"}}})
+	}
+	snap := &snapshot{chunks: []cachedChunk{old.chunks[0], {hash: "b", text: "new text"}}}
+	if n := snap.inherit(old); n <= 0 {
+		t.Fatalf("inherited %d bytes", n)
+	}
+	if _, ok := snap.sents.Load(&snap.chunks[0]); !ok {
+		t.Fatal("the kept chunk's sentences were not inherited")
+	}
+	if _, ok := snap.sents.Load(&snap.chunks[1]); ok {
+		t.Fatal("a changed chunk inherited the old text's sentences")
+	}
+}
