@@ -17,8 +17,11 @@ type snapshot struct {
 	// bytes is what the snapshot holds: chunks, vectors, the index's segments whole, and
 	// dead: what removed chunks left in blocks kept chunks share (their vectors; their
 	// strings too when the snapshot came from a file, whose strings share its bytes).
-	bytes    int64
-	dead     int64
+	bytes int64
+	dead  int64
+	// analysed is what the caches searches fill (sents, sets, noCue) hold, counted in the
+	// cache's budget as they grow (guarded by the cache's mutex).
+	analysed int64
 	fromFile bool
 	// epoch is the snapshot files' removal count for the agent when this snapshot's data
 	// was read: it is written to a file only while that count has not moved.
@@ -32,12 +35,17 @@ type snapshot struct {
 	// sets are chunks' content terms as sets (*cachedChunk -> []string), for the term
 	// similarity of lexical MMR.
 	sets sync.Map
+	// noCue are the chunks whose text has no word saying that something changed
+	// (*cachedChunk -> bool, true: none), known once a search has looked.
+	noCue sync.Map
 }
 
 // sentence is a line or sentence of a chunk and its analysed terms.
 type sentence struct {
 	text  string
 	terms []string
+	// set is the content terms as a set (termSet), what a best fact is compared by.
+	set []string
 }
 
 type fileState struct {
@@ -84,7 +92,7 @@ func (c *cache) putLocked(s *snapshot) {
 		if old.generation > s.generation {
 			return
 		}
-		c.used -= old.bytes
+		c.used -= old.bytes + old.analysed
 		c.ll.Remove(e)
 		delete(c.byID, s.agentID)
 	}
@@ -94,12 +102,37 @@ func (c *cache) putLocked(s *snapshot) {
 	for c.used+s.bytes > c.budget && c.ll.Len() > 0 {
 		e := c.ll.Back()
 		old := e.Value.(*snapshot)
-		c.used -= old.bytes
+		c.used -= old.bytes + old.analysed
 		c.ll.Remove(e)
 		delete(c.byID, old.agentID)
 	}
 	c.byID[s.agentID] = c.ll.PushFront(s)
-	c.used += s.bytes
+	c.used += s.bytes + s.analysed
+}
+
+// grow counts n more bytes that a search's analysis added to s, if s is cached, evicting the
+// least recently used other snapshots while the cache is over its budget.
+func (c *cache) grow(s *snapshot, n int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.byID[s.agentID]
+	if !ok || e.Value.(*snapshot) != s {
+		s.analysed += n // counted when it is put
+		return
+	}
+	s.analysed += n
+	c.used += n
+	for c.used > c.budget && c.ll.Len() > 1 {
+		b := c.ll.Back()
+		if b == e {
+			c.ll.MoveToFront(e)
+			b = c.ll.Back()
+		}
+		old := b.Value.(*snapshot)
+		c.used -= old.bytes + old.analysed
+		c.ll.Remove(b)
+		delete(c.byID, old.agentID)
+	}
 }
 
 // replace puts s in the place of old if old is still the agent's snapshot (a compaction
@@ -121,7 +154,7 @@ func (c *cache) drop(agentID int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e, ok := c.byID[agentID]; ok {
-		c.used -= e.Value.(*snapshot).bytes
+		c.used -= e.Value.(*snapshot).bytes + e.Value.(*snapshot).analysed
 		c.ll.Remove(e)
 		delete(c.byID, agentID)
 	}

@@ -739,3 +739,26 @@ func TestFactsDecideRanking(t *testing.T) {
 		}
 	}
 }
+
+// What searches analyse and keep in an agent's snapshot (chunks' sentences and their terms)
+// counts in the cache's budget beside the snapshot itself.
+func TestCacheCountsWhatSearchesAnalyse(t *testing.T) {
+	r := newRig(t, storetest.SQLite(t), false)
+	r.write(t, 1, "MEMORY.md", "# Facts\n\nFavourite colour: teal.\nThe office moved to Lisbon.\n")
+	se := recall.NewSearcher(r.db.DB, lexical.NewAnalyzer(), recall.Settings{CacheBytes: 1 << 20})
+	if _, err := se.Search(context.Background(), 1, recall.Query{Text: "colour"}); err != nil {
+		t.Fatal(err)
+	}
+	_, snap := se.Segments(1)
+	_, used := se.CacheStats()
+	if snap == 0 || used <= snap {
+		t.Fatalf("the cache counts %d bytes for a snapshot of %d: the analysed sentences are not counted", used, snap)
+	}
+	// The next search reads the same analysis: nothing more is counted.
+	if _, err := se.Search(context.Background(), 1, recall.Query{Text: "colour"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, again := se.CacheStats(); again != used {
+		t.Fatalf("the same search counted %d more bytes", again-used)
+	}
+}

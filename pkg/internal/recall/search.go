@@ -17,6 +17,7 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+	"unsafe"
 
 	"golang.org/x/sync/singleflight"
 	"gorm.io/gorm"
@@ -745,8 +746,8 @@ func (s *Searcher) supersede(cands []cand, facts *factCache, m lexical.Match) {
 			// went fine") does neither.
 			cue := m.SameSubject(b.c.ix, a.c.ix, s.set.SupersedeShare) && facts.cue(cands, kb)
 			restated := !cue && !b.weak && m.SameSubject(b.c.ix, a.c.ix, 1) &&
-				jaccard(facts.get(cands, kb).terms, facts.get(cands, ka).terms) >= restatedJaccard &&
-				holdsAll(m, facts.mask(cands, kb), facts.mask(cands, ka))
+				holdsAll(m, facts.mask(cands, kb), facts.mask(cands, ka)) &&
+				jaccardAtLeast(facts.get(cands, kb).terms, facts.get(cands, ka).terms, restatedJaccard)
 			if !cue && !restated {
 				continue
 			}
@@ -881,6 +882,11 @@ func (s *Searcher) diversify(cands []cand, facts *factCache, vectors bool, n int
 		return false
 	}
 	var order []int
+	// order only grows: checked[k] hits of it are known not to be restated by candidate k,
+	// and maxSim[k] is its greatest similarity to the first simmed[k] (each pair is compared
+	// once, not once a round).
+	checked, simmed := make([]int, len(cands)), make([]int, len(cands))
+	maxSim := make([]float64, len(cands))
 	lambda := s.set.MMRLambda
 	dup := map[string]int{}
 	for len(order) < n {
@@ -894,19 +900,20 @@ func (s *Searcher) diversify(cands []cand, facts *factCache, vectors bool, n int
 				fold(cands, j, k)
 				continue
 			}
-			if j := restates(cands, facts, order, k); j >= 0 {
+			if j := restates(cands, facts, order[checked[k]:], k); j >= 0 {
 				taken[k] = true
 				fold(cands, j, k)
 				continue
 			}
+			checked[k] = len(order)
 			if waits(k) {
 				continue
 			}
-			maxSim := 0.0
-			for _, j := range order {
-				maxSim = math.Max(maxSim, sim(k, j))
+			for _, j := range order[simmed[k]:] {
+				maxSim[k] = math.Max(maxSim[k], sim(k, j))
 			}
-			val := lambda*cands[k].score - (1-lambda)*maxSim
+			simmed[k] = len(order)
+			val := lambda*cands[k].score - (1-lambda)*maxSim[k]
 			if val > bestVal {
 				best, bestVal = k, val
 			}
@@ -922,7 +929,7 @@ func (s *Searcher) diversify(cands []cand, facts *factCache, vectors bool, n int
 	// Restatements ranked below the last hit taken still count for it.
 	for k := range cands {
 		if !taken[k] {
-			if j := restates(cands, facts, order, k); j >= 0 {
+			if j := restates(cands, facts, order[checked[k]:], k); j >= 0 {
 				fold(cands, j, k)
 			}
 		}
@@ -930,7 +937,8 @@ func (s *Searcher) diversify(cands []cand, facts *factCache, vectors bool, n int
 	return order
 }
 
-// restates returns the hit in order whose fact candidate k restates, or -1.
+// restates returns the first hit in order (or a tail of it) whose fact candidate k
+// restates, or -1.
 func restates(cands []cand, facts *factCache, order []int, k int) int {
 	fk := facts.get(cands, k).terms
 	if len(fk) == 0 {
@@ -948,7 +956,7 @@ func restates(cands []cand, facts *factCache, order []int, k int) int {
 // (restatementJaccard), and none of the differing ones a number, a name or an identifier
 // in Latin script (db-dev-13 and queue-dev-26 are two facts, however alike the sentence).
 func sameFact(a, b []string) bool {
-	if len(a) == 0 || len(b) == 0 || jaccard(a, b) < restatementJaccard {
+	if len(a) == 0 || len(b) == 0 || !jaccardAtLeast(a, b, restatementJaccard) {
 		return false
 	}
 	// a and b are term sets (sorted): walk both, looking at the terms only one holds.
@@ -1006,7 +1014,7 @@ func (fc *factCache) cue(cands []cand, k int) bool {
 	if cands[k].noCue {
 		return false
 	}
-	if t := cands[k].c.text; !updateCue(t) && !strings.Contains(strings.ToLower(t), "now") {
+	if fc.noCue(cands[k].c) {
 		cands[k].noCue = true
 		return false // no cue anywhere in the chunk: no need to find its best fact
 	}
@@ -1018,6 +1026,23 @@ func (fc *factCache) cue(cands []cand, k int) bool {
 		}
 	}
 	return f.cue > 0
+}
+
+// noCue reports whether chunk c's text has no word saying that something changed, looked at
+// once per snapshot.
+func (fc *factCache) noCue(c *cachedChunk) bool {
+	if fc.ai != nil {
+		if v, ok := fc.ai.noCue.Load(c); ok {
+			return v.(bool)
+		}
+	}
+	none := !updateCue(c.text) && !strings.Contains(strings.ToLower(c.text), "now")
+	if fc.ai != nil {
+		if _, loaded := fc.ai.noCue.LoadOrStore(c, none); !loaded {
+			fc.s.cache.grow(fc.ai, mapEntryBytes)
+		}
+	}
+	return none
 }
 
 // bestFact returns the line or sentence of text that holds most of the query's terms
@@ -1054,10 +1079,9 @@ func (s *Searcher) bestFact(sents []sentence, lq lexical.Query) fact {
 			}
 		}
 		if n > bestN || (n == bestN && n > 0 && len(ts) < bestLen) {
-			best, bestN, bestLen = fact{text: f, terms: ts, mask: held}, n, len(ts)
+			best, bestN, bestLen = fact{text: f, terms: sn.set, mask: held}, n, len(ts)
 		}
 	}
-	best.terms = termSet(s.an.Content(slices.Clone(best.terms)))
 	return best
 }
 
@@ -1070,7 +1094,9 @@ func (s *Searcher) termSetOf(ai *snapshot, c *cachedChunk) []string {
 	}
 	set := termSet(s.an.Content(lexical.SplitTerms(c.terms)))
 	if ai != nil {
-		ai.sets.Store(c, set)
+		if _, loaded := ai.sets.LoadOrStore(c, set); !loaded {
+			s.cache.grow(ai, mapEntryBytes+termsBytes(set, true))
+		}
 	}
 	return set
 }
@@ -1085,12 +1111,81 @@ func (s *Searcher) sentences(ai *snapshot, c *cachedChunk) []sentence {
 	facts := splitFacts(c.text)
 	out := make([]sentence, len(facts))
 	for k, f := range facts {
-		out[k] = sentence{text: f, terms: s.an.Terms(f)}
+		ts := s.an.Terms(f)
+		out[k] = sentence{text: f, terms: ts, set: termSet(s.an.Content(slices.Clone(ts)))}
 	}
 	if ai != nil {
-		ai.sents.Store(c, out)
+		if _, loaded := ai.sents.LoadOrStore(c, out); !loaded {
+			s.cache.grow(ai, sentencesBytes(out))
+		}
 	}
 	return out
+}
+
+// inherit takes over old's analyses of the chunks snap keeps (same hash and text, or terms:
+// the analysis is the same), so that a search after a refresh does not analyse them again;
+// it returns the bytes they hold.
+func (snap *snapshot) inherit(old *snapshot) (n int64) {
+	byHash := make(map[string]*cachedChunk, len(snap.chunks))
+	for k := range snap.chunks {
+		if c := &snap.chunks[k]; c.hash != "" {
+			byHash[c.hash] = c
+		}
+	}
+	kept := func(k any, same func(c, oc *cachedChunk) bool) *cachedChunk {
+		oc := k.(*cachedChunk)
+		if c, ok := byHash[oc.hash]; ok && oc.hash != "" && same(c, oc) {
+			return c
+		}
+		return nil
+	}
+	sameText := func(c, oc *cachedChunk) bool { return c.text == oc.text }
+	old.sents.Range(func(k, v any) bool {
+		if c := kept(k, sameText); c != nil {
+			snap.sents.Store(c, v)
+			n += sentencesBytes(v.([]sentence))
+		}
+		return true
+	})
+	old.sets.Range(func(k, v any) bool {
+		if c := kept(k, func(c, oc *cachedChunk) bool { return c.terms == oc.terms }); c != nil {
+			snap.sets.Store(c, v)
+			n += mapEntryBytes + termsBytes(v.([]string), true)
+		}
+		return true
+	})
+	old.noCue.Range(func(k, v any) bool {
+		if c := kept(k, sameText); c != nil {
+			snap.noCue.Store(c, v)
+			n += mapEntryBytes
+		}
+		return true
+	})
+	return n
+}
+
+// sentencesBytes is what a chunk's analysed sentences hold in the snapshot's cache.
+func sentencesBytes(out []sentence) int64 {
+	n := mapEntryBytes + int64(len(out))*int64(unsafe.Sizeof(sentence{}))
+	for _, sn := range out {
+		n += termsBytes(sn.terms, false) + termsBytes(sn.set, true)
+	}
+	return n
+}
+
+// mapEntryBytes is about what an entry of a sync.Map costs beside its value.
+const mapEntryBytes = 96
+
+// termsBytes is what a slice of terms holds: its string headers, and the strings' bytes
+// unless they are shared with another slice (shared).
+func termsBytes(terms []string, shared bool) int64 {
+	n := int64(len(terms)) * int64(unsafe.Sizeof(""))
+	if !shared {
+		for _, t := range terms {
+			n += int64(len(t))
+		}
+	}
+	return n
 }
 
 // splitFacts cuts text into facts: lines (a bullet is a line), and a long line at the end of
@@ -1216,13 +1311,29 @@ func containsFold(text, id string) bool {
 		}
 		return c
 	}
-	for i := 0; i+len(id) <= len(text); i++ {
-		j := 0
-		for j < len(id) && lower(text[i+j]) == id[j] {
-			j++
+	at := func(i int) bool {
+		for j := 1; j < len(id); j++ {
+			if lower(text[i+j]) != id[j] {
+				return false
+			}
 		}
-		if j == len(id) {
-			return true
+		return true
+	}
+	// Only where the first byte matches (found with IndexByte, in either case) is the rest
+	// compared.
+	for _, c0 := range []byte{id[0], id[0] - ('a' - 'A')} {
+		if c0 != id[0] && (id[0] < 'a' || id[0] > 'z') {
+			break
+		}
+		for off := 0; off+len(id) <= len(text); {
+			i := strings.IndexByte(text[off:len(text)-len(id)+1], c0)
+			if i < 0 {
+				break
+			}
+			if at(off + i) {
+				return true
+			}
+			off += i + 1
 		}
 	}
 	return false
@@ -1258,6 +1369,15 @@ func jaccard(a, b []string) float64 {
 		}
 	}
 	return float64(inter) / float64(len(a)+len(b)-inter)
+}
+
+// jaccardAtLeast reports whether jaccard(a, b) >= t, without merging two sets whose sizes
+// alone rule it out (the intersection is at most the smaller, the union at least the larger).
+func jaccardAtLeast(a, b []string, t float64) bool {
+	if lo, hi := min(len(a), len(b)), max(len(a), len(b)); hi == 0 || float64(lo)/float64(hi) < t {
+		return false
+	}
+	return jaccard(a, b) >= t
 }
 
 // termSet is terms sorted, without repeats.
@@ -1418,6 +1538,9 @@ func (s *Searcher) refresh(ctx context.Context, agentID, gen int64, old *snapsho
 	default:
 		// Only the changed files' chunks are indexed; the rest keep their posting lists.
 		snap = old.update(gen, files, changed, fresh)
+	}
+	if !full {
+		snap.analysed = snap.inherit(old)
 	}
 	s.cache.put(snap)
 	switch {

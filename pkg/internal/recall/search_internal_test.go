@@ -1,6 +1,8 @@
 package recall
 
 import (
+	"math/rand"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,9 +44,57 @@ func TestContainsIdent(t *testing.T) {
 		{"ORD\r2026", "ord-2026", false}, // '\r' | 0x20 is '-': no folding but A–Z
 		{"ord-202", "ord-2026", false},
 		{"用户的订单PO-55812的交期", "po-55812", true},
+		{"pPo-55812", "po-55812", true},
+		{"po-5581", "po-55812", false},
+		{"ab", "abc", false},
 	} {
 		if got := containsIdent(c.text, c.id); got != c.want {
 			t.Errorf("containsIdent(%q, %q) = %v, want %v", c.text, c.id, got, c.want)
 		}
+	}
+}
+
+// TestContainsFoldAgreesWithAScan checks the IndexByte search against a plain scan of every
+// position, on random ASCII texts of a small alphabet (so that partial matches abound).
+func TestContainsFoldAgreesWithAScan(t *testing.T) {
+	scan := func(text, id string) bool {
+		return strings.Contains(strings.ToLower(text), id)
+	}
+	rnd := rand.New(rand.NewSource(1))
+	const alphabet = "aAbB-1"
+	word := func(n int, lower bool) string {
+		b := make([]byte, n)
+		for k := range b {
+			b[k] = alphabet[rnd.Intn(len(alphabet))]
+			if lower && 'A' <= b[k] && b[k] <= 'Z' {
+				b[k] += 'a' - 'A'
+			}
+		}
+		return string(b)
+	}
+	for k := 0; k < 20000; k++ {
+		text, id := word(rnd.Intn(12), false), word(1+rnd.Intn(4), true)
+		if got, want := containsFold(text, id), scan(text, id); got != want {
+			t.Fatalf("containsFold(%q, %q) = %v, want %v", text, id, got, want)
+		}
+	}
+}
+
+// A refresh keeps the analysis of the chunks it keeps (same hash and text), not of a chunk
+// whose text changed under the same hash, and counts its bytes.
+func TestInheritKeepsTheAnalysisOfKeptChunks(t *testing.T) {
+	old := &snapshot{chunks: []cachedChunk{{hash: "a", text: "kept text"}, {hash: "b", text: "old text"}}}
+	for k := range old.chunks {
+		old.sents.Store(&old.chunks[k], []sentence{{text: old.chunks[k].text, terms: []string{"x"}}})
+	}
+	snap := &snapshot{chunks: []cachedChunk{old.chunks[0], {hash: "b", text: "new text"}}}
+	if n := snap.inherit(old); n <= 0 {
+		t.Fatalf("inherited %d bytes", n)
+	}
+	if _, ok := snap.sents.Load(&snap.chunks[0]); !ok {
+		t.Fatal("the kept chunk's sentences were not inherited")
+	}
+	if _, ok := snap.sents.Load(&snap.chunks[1]); ok {
+		t.Fatal("a changed chunk inherited the old text's sentences")
 	}
 }

@@ -209,6 +209,7 @@ func (s *Searcher) compact(snap *snapshot) {
 	s.guard.Go("recall.compact", func() {
 		defer s.compacting.Delete(snap.agentID)
 		c := snap.compacted()
+		c.analysed = c.inherit(snap)
 		if s.cache.replace(snap, c) {
 			s.persist(c)
 		}
