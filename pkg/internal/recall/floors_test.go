@@ -2,17 +2,15 @@ package recall_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/matememory/matememory/pkg/internal/recall"
 	"github.com/matememory/matememory/pkg/internal/recall/embed"
+	"github.com/matememory/matememory/pkg/internal/recall/embed/embedtest"
 	"github.com/matememory/matememory/pkg/internal/recall/lexical"
 	"github.com/matememory/matememory/pkg/internal/store"
 	"github.com/matememory/matememory/pkg/internal/store/storetest"
@@ -23,7 +21,7 @@ import (
 // holding "quarterly" is the query, (1, 0, 0, 0); a text holding one of cos's words has that
 // cosine with the query; any other text is orthogonal to it.
 func cosineServer(t *testing.T, cos map[string]float64) embed.Config {
-	vector := func(text string) []float32 {
+	return embedtest.NewWith(t, 4, func(text string) []float32 {
 		if strings.Contains(text, "quarterly") {
 			return []float32{1, 0, 0, 0}
 		}
@@ -33,35 +31,7 @@ func cosineServer(t *testing.T, cos map[string]float64) embed.Config {
 			}
 		}
 		return []float32{0, 0, 0, 1}
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Input []string `json:"input"`
-			Model string   `json:"model"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		type item struct {
-			Object    string    `json:"object"`
-			Index     int       `json:"index"`
-			Embedding []float32 `json:"embedding"`
-		}
-		resp := struct {
-			Object string         `json:"object"`
-			Model  string         `json:"model"`
-			Data   []item         `json:"data"`
-			Usage  map[string]int `json:"usage"`
-		}{Object: "list", Model: req.Model, Data: []item{}, Usage: map[string]int{"prompt_tokens": 0, "total_tokens": 0}}
-		for i, text := range req.Input {
-			resp.Data = append(resp.Data, item{Object: "embedding", Index: i, Embedding: vector(text)})
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(resp)
-	}))
-	t.Cleanup(srv.Close)
-	return embed.Config{BaseURL: srv.URL + "/v1/", APIKey: "test", Model: "cosine-test"}
+	}).Config()
 }
 
 // A chunk that shares no word with the query is relevant on its cosine alone only when that

@@ -26,6 +26,7 @@ type Server struct {
 	Calls, Texts atomic.Int64
 	down         atomic.Bool
 	an           *lexical.Analyzer
+	vector       func(string) []float32 // nil: feature hashing (Vector)
 	srv          *httptest.Server
 }
 
@@ -38,6 +39,14 @@ func New(t testing.TB, dims int) *Server {
 	return s
 }
 
+// NewWith starts a server whose vectors vector chooses (a test controlling cosines); it
+// stops when the test ends.
+func NewWith(t testing.TB, dims int, vector func(text string) []float32) *Server {
+	s := New(t, dims)
+	s.vector = vector
+	return s
+}
+
 // SetDown makes the endpoint answer 503 (down=true) or work again.
 func (s *Server) SetDown(down bool) { s.down.Store(down) }
 
@@ -47,7 +56,12 @@ func (s *Server) Config() embed.Config {
 }
 
 // Vector is the deterministic embedding of text.
-func (s *Server) Vector(text string) []float32 { return Vector(s.an, text, s.Dims) }
+func (s *Server) Vector(text string) []float32 {
+	if s.vector != nil {
+		return s.vector(text)
+	}
+	return Vector(s.an, text, s.Dims)
+}
 
 // Vector feature-hashes the analysed terms of text into dims dimensions.
 func Vector(an *lexical.Analyzer, text string, dims int) []float32 {
